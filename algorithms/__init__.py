@@ -1,0 +1,23 @@
+"""Search strategies and stoppers: pure Python, no Prefect, Dask, Redis or TensorFlow."""
+
+from algorithms.base import Direction, HPOAlgorithm, SearchAlgorithm
+from algorithms.grid_search import GridSearch
+from algorithms.random_search import RandomSearch
+from algorithms.registry import BUILTIN_STRATEGIES, resolve_strategy
+from algorithms.space import Choice, IntRange, LogUniform, SearchSpace, Uniform, canonical
+
+__all__ = [
+    "BUILTIN_STRATEGIES",
+    "Choice",
+    "Direction",
+    "GridSearch",
+    "HPOAlgorithm",
+    "IntRange",
+    "LogUniform",
+    "RandomSearch",
+    "SearchAlgorithm",
+    "SearchSpace",
+    "Uniform",
+    "canonical",
+    "resolve_strategy",
+]

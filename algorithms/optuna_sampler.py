@@ -1,0 +1,269 @@
+"""Any Optuna sampler (TPE, CMA-ES, GP, QMC, random) behind the paper's interface.
+
+Optuna's ask-and-tell API does the work; this module only maps our domains to Optuna
+distributions, keeps asked trials open until the master scores them (so several candidates may be
+outstanding at once, as in an asynchronous loop) and turns the study into JSON-compatible state.
+
+State: every trial of the study (told and still open) plus the sampler, pickled, base64-encoded.
+A fresh instance that loads it rebuilds the study trial by trial and continues identically.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import math
+import pickle
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+from algorithms.base import Direction, SearchAlgorithm
+from algorithms.space import Choice, Config, Domain, IntRange, LogUniform, SearchSpace, canonical
+
+__all__ = ["SAMPLERS", "CmaEsSearch", "GPSearch", "OptunaSearch", "QMCSearch", "TPESearch"]
+
+logger = logging.getLogger(__name__)
+
+# Sampler names of the job spec -> class names in ``optuna.samplers``.
+SAMPLERS: dict[str, str] = {
+    "tpe": "TPESampler",
+    "cmaes": "CmaEsSampler",
+    "gp": "GPSampler",
+    "qmc": "QMCSampler",
+    "random": "RandomSampler",
+}
+
+_MAX_REDRAWS = 20
+
+
+def _import_optuna() -> Any:
+    try:
+        import optuna
+    except ImportError as error:  # pragma: no cover - optuna is a core dependency
+        raise ImportError("OptunaSearch needs optuna: pip install ultron-automl") from error
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    return optuna
+
+
+def to_optuna_distribution(domain: Domain) -> Any:
+    """The Optuna distribution equivalent to one of our domains.
+
+    Example:
+        >>> to_optuna_distribution(IntRange(1, 8, log=True))
+        IntDistribution(high=8, log=True, low=1, step=1)
+    """
+    distributions = _import_optuna().distributions
+    if isinstance(domain, Choice):
+        return distributions.CategoricalDistribution(list(domain.values))
+    if isinstance(domain, IntRange):
+        return distributions.IntDistribution(domain.low, domain.high, log=domain.log)
+    log = isinstance(domain, LogUniform)
+    return distributions.FloatDistribution(domain.low, domain.high, log=log)
+
+
+class OptunaSearch(SearchAlgorithm):
+    """Proposes configurations with an Optuna sampler chosen by name.
+
+    Args:
+        search_space: the domains to draw from.
+        seed: seeds the sampler.
+        direction: minimize or maximize the score.
+        sampler: ``"tpe"`` (the default), ``"cmaes"``, ``"gp"``, ``"qmc"`` or ``"random"``.
+        **sampler_options: keyword arguments of the Optuna sampler class, for instance
+            ``n_startup_trials=10`` for TPE.
+
+    Example:
+        >>> from algorithms.space import SearchSpace, Uniform
+        >>> algo = OptunaSearch(SearchSpace({"x": Uniform(0.0, 1.0)}), seed=0)
+        >>> batch = algo.sample_hyperparameter_candidates(2)
+        >>> algo.update_state(batch, [0.5, float("nan")])
+        >>> len(algo.state_dict()["trials"])
+        2
+    """
+
+    default_sampler = "tpe"
+
+    def __init__(
+        self,
+        search_space: SearchSpace,
+        *,
+        seed: int | None = None,
+        direction: Direction | str = Direction.MINIMIZE,
+        sampler: str | None = None,
+        **sampler_options: Any,
+    ) -> None:
+        super().__init__(search_space, seed=seed, direction=direction)
+        sampler = sampler or self.default_sampler
+        if sampler.lower() not in SAMPLERS:
+            raise ValueError(
+                f"sampler is {sampler!r}; it must be one of {sorted(SAMPLERS)}: "
+                "pick one of those names or bring your own algorithm by dotted path"
+            )
+        self.sampler_name = sampler.lower()
+        self.sampler_options = dict(sampler_options)
+        self._distributions = {name: to_optuna_distribution(d) for name, d in search_space.items()}
+        self._study = self._new_study(self._new_sampler())
+        # canonical config -> numbers of asked trials not yet told, oldest first
+        self._open: dict[str, list[int]] = {}
+
+    def _new_sampler(self) -> Any:
+        optuna = _import_optuna()
+        cls = getattr(optuna.samplers, SAMPLERS[self.sampler_name])
+        if self.sampler_name == "cmaes":
+            _require("cmaes", "CMA-ES")
+        if self.sampler_name == "gp":
+            _require("torch", "the GP sampler")
+        options = dict(self.sampler_options)
+        if self.sampler_name in ("cmaes", "gp", "qmc"):
+            # Falling back to independent sampling for categoricals is expected here, not news.
+            options.setdefault("warn_independent_sampling", False)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return cls(seed=self.seed, **options)
+
+    def _new_study(self, sampler: Any) -> Any:
+        return _import_optuna().create_study(sampler=sampler, direction=self.direction.value)
+
+    def sample_hyperparameter_candidates(self, n: int) -> list[Config]:
+        batch: list[Config] = []
+        seen: set[str] = set()
+        for _ in range(n):
+            config = self._ask_distinct(seen)
+            seen.add(canonical(config))
+            batch.append(config)
+        return batch
+
+    def _ask_distinct(self, seen: set[str]) -> Config:
+        """Ask until the sampler proposes a config not yet in this batch (or gives up)."""
+        for attempt in range(_MAX_REDRAWS + 1):
+            if attempt == _MAX_REDRAWS:
+                # The sampler keeps repeating itself: let Optuna record a random draw of ours.
+                self._study.enqueue_trial(self.search_space.sample(self.rng))
+            trial = self._study.ask(self._distributions)
+            config = {name: trial.params[name] for name in self.search_space}
+            key = canonical(config)
+            if key not in seen or attempt == _MAX_REDRAWS or len(seen) >= self.search_space.size:
+                self._open.setdefault(key, []).append(trial.number)
+                return config
+            # A repeat within the batch: close it so the sampler moves on.
+            self._study.tell(trial.number, state=_trial_state("FAIL"))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def update_state(
+        self, hyperparameter_candidates: Sequence[Config], validation_scores: Sequence[float]
+    ) -> None:
+        for config, score in zip(hyperparameter_candidates, validation_scores, strict=True):
+            self._tell(config, float(score))
+
+    def _tell(self, config: Config, score: float) -> None:
+        failed = math.isnan(score)
+        numbers = self._open.get(canonical(config))
+        if not numbers:
+            # Scored without being asked (a restored master, a user's seed point): record it.
+            trial = _import_optuna().trial.create_trial(
+                state=_trial_state("FAIL" if failed else "COMPLETE"),
+                value=None if failed else score,
+                params=dict(config),
+                distributions=self._distributions,
+            )
+            self._study.add_trial(trial)
+            return
+        number = numbers.pop(0)
+        if not numbers:
+            del self._open[canonical(config)]
+        if failed:
+            self._study.tell(number, state=_trial_state("FAIL"))
+        else:
+            self._study.tell(number, score)
+
+    def state_dict(self) -> dict[str, Any]:
+        study = self._study
+        return {
+            **super().state_dict(),
+            "sampler": base64.b64encode(pickle.dumps(study.sampler)).decode("ascii"),
+            "study_system_attrs": study._storage.get_study_system_attrs(study._study_id),
+            "trials": [_trial_to_json(t) for t in study.get_trials(deepcopy=False)],
+            "open": {key: list(numbers) for key, numbers in self._open.items()},
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        sampler = pickle.loads(base64.b64decode(state["sampler"]))
+        self._study = self._new_study(sampler)
+        for key, value in state["study_system_attrs"].items():
+            self._study._storage.set_study_system_attr(self._study._study_id, key, value)
+        for trial in state["trials"]:
+            self._study.add_trial(_trial_from_json(trial))
+        self._open = {key: list(numbers) for key, numbers in state["open"].items()}
+
+
+def _require(module: str, what: str) -> None:
+    try:
+        __import__(module)
+    except ImportError as error:
+        raise ImportError(
+            f"{what} needs the {module!r} package: pip install {module} "
+            "(or the ultron-automl extra that provides it)"
+        ) from error
+
+
+def _trial_state(name: str) -> Any:
+    return getattr(_import_optuna().trial.TrialState, name)
+
+
+def _trial_to_json(trial: Any) -> dict[str, Any]:
+    to_json = _import_optuna().distributions.distribution_to_json
+    return {
+        "state": trial.state.name,
+        "value": trial.value,
+        "params": dict(trial.params),
+        "distributions": {name: to_json(d) for name, d in trial.distributions.items()},
+        "system_attrs": dict(trial.system_attrs),
+        "user_attrs": dict(trial.user_attrs),
+        "intermediate_values": {str(k): v for k, v in trial.intermediate_values.items()},
+    }
+
+
+def _trial_from_json(data: dict[str, Any]) -> Any:
+    optuna = _import_optuna()
+    from_json = optuna.distributions.json_to_distribution
+    state = _trial_state(data["state"])
+    kwargs = {
+        "params": data["params"],
+        "distributions": {name: from_json(d) for name, d in data["distributions"].items()},
+        "system_attrs": data["system_attrs"],
+        "user_attrs": data["user_attrs"],
+        "intermediate_values": {int(k): v for k, v in data["intermediate_values"].items()},
+    }
+    if state.name == "RUNNING":
+        # create_trial refuses open trials; build the frozen trial with the same fields.
+        trial = optuna.trial.create_trial(state=_trial_state("COMPLETE"), value=0.0, **kwargs)
+        trial.state, trial.value, trial.datetime_complete = state, None, None
+        return trial
+    return optuna.trial.create_trial(state=state, value=data["value"], **kwargs)
+
+
+# The registry's names: each fixes the sampler, so a job spec says ``strategy: cmaes``.
+class TPESearch(OptunaSearch):
+    """Optuna's TPE sampler (Bergstra et al. 2011); ``constant_liar`` is on for async loops."""
+
+    default_sampler = "tpe"
+
+
+class CmaEsSearch(OptunaSearch):
+    """Optuna's CMA-ES sampler (needs the ``cmaes`` package); categoricals are drawn at random."""
+
+    default_sampler = "cmaes"
+
+
+class GPSearch(OptunaSearch):
+    """Optuna's Gaussian-process sampler (needs ``torch``)."""
+
+    default_sampler = "gp"
+
+
+class QMCSearch(OptunaSearch):
+    """Optuna's quasi-Monte Carlo sampler (a Sobol sequence by default)."""
+
+    default_sampler = "qmc"

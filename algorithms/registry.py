@@ -1,0 +1,51 @@
+"""Resolves a strategy name from the job spec to an algorithm class.
+
+Built-in names are case-insensitive (the paper writes ``"RANDOM"``). Anything else must be a
+dotted path to a class in the user's code base: ``mypkg.search:MyAlgorithm`` or
+``mypkg.search.MyAlgorithm``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from typing import Any
+
+__all__ = ["BUILTIN_STRATEGIES", "is_builtin", "looks_like_dotted_path", "resolve_strategy"]
+
+# Lazy "module:Class" targets, so naming a strategy never imports the others.
+BUILTIN_STRATEGIES: dict[str, str] = {
+    "random": "algorithms.random_search:RandomSearch",
+    "grid": "algorithms.grid_search:GridSearch",
+    "tpe": "algorithms.optuna_sampler:TPESearch",
+    "cmaes": "algorithms.optuna_sampler:CmaEsSearch",
+    "gp": "algorithms.optuna_sampler:GPSearch",
+    "qmc": "algorithms.optuna_sampler:QMCSearch",
+    "optuna": "algorithms.optuna_sampler:OptunaSearch",
+    "reinforce": "algorithms.reinforce:ReinforceSearch",
+    "evolution": "algorithms.evolution:RegularizedEvolution",
+}
+
+_DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*([:.][A-Za-z_]\w*)$")
+
+
+def is_builtin(name: str) -> bool:
+    """Whether ``name`` is a built-in strategy (case-insensitive)."""
+    return name.lower() in BUILTIN_STRATEGIES
+
+
+def looks_like_dotted_path(name: str) -> bool:
+    """Whether ``name`` has the shape ``package.module:Class`` or ``package.module.Class``."""
+    return ("." in name or ":" in name) and bool(_DOTTED.match(name))
+
+
+def load_object(path: str) -> Any:
+    """Import ``module:attr`` or ``module.attr`` and return the attribute."""
+    module_name, _, attr = path.partition(":") if ":" in path else path.rpartition(".")
+    return getattr(importlib.import_module(module_name), attr)
+
+
+def resolve_strategy(name: str) -> Any:
+    """The class for a built-in name or a dotted path (the caller puts user code on sys.path)."""
+    target = BUILTIN_STRATEGIES.get(name.lower(), name)
+    return load_object(target)

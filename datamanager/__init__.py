@@ -1,0 +1,1 @@
+"""The Data Manager (tf.data service, pipelines, validation): see its issue."""

@@ -1,0 +1,5 @@
+"""A user's own search algorithm, named in the job spec as ``byo_search.hill_climbing:HillClimbing``."""
+
+from byo_search.hill_climbing import HillClimbing
+
+__all__ = ["HillClimbing"]

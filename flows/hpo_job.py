@@ -1,0 +1,57 @@
+"""The HPO job: one Prefect flow of four tasks.
+
+    containerize -> acquire_resources -> search_loop -> finalize (always)
+
+Serve it to trigger jobs from the Prefect UI (``prefect.yaml`` or
+``python -m flows.hpo_job serve``); the ``spec`` parameter is the job spec as a mapping.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from prefect import flow
+
+from tasks.acquire_resources import JobResources, acquire_resources
+from tasks.containerize import containerize
+from tasks.finalize import finalize
+from tasks.search_loop import search_loop
+from ultron.job_state import JobState
+from ultron.paths import new_job_id
+from ultron.runtime import job_redis
+from ultron.spec_loader import load_spec
+from ultron.strategy import build_strategy
+
+__all__ = ["hpo_job"]
+
+
+@flow(name="hpo-job", validate_parameters=False)
+def hpo_job(spec: dict[str, Any], job_id: str | None = None) -> dict[str, Any]:
+    """Run one HPO job and return its summary (best configuration, score, trials, files).
+
+    Args:
+        spec: the job spec (our field names or the paper's Fig. 2 keys).
+        job_id: a stable id; running again with the id of an unfinished job resumes it.
+    """
+    job = load_spec(spec)  # every problem is reported before any compute is spent
+    job_id = job_id or new_job_id(job.name)
+    with job_redis(job) as redis_url:
+        resources: JobResources | None = None
+        state: JobState | None = None
+        error: str | None = None
+        try:
+            env = containerize(job, job_id)
+            build_strategy(job, env)  # a bad strategy fails before resources are taken
+            resources = acquire_resources(job, job_id, redis_url)
+            state = search_loop(job, job_id, env, resources, redis_url)
+        except BaseException as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            raise
+        finally:
+            summary = finalize(job, job_id, redis_url, resources, state, error)
+    return summary
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["serve"]:
+    hpo_job.serve(name="hpo-job")

@@ -1,0 +1,79 @@
+"""Task 2 of a job: take units from the shared resource limiter, then start the workers.
+
+The paper's Fig. 7, made atomic: the limiter's Lua script checks and increments in one step,
+the units are a lease that a keeper thread renews while the job lives (so a dead job's units
+come back after the TTL), and if the workers cannot be started the units are given back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+
+import redis
+from prefect import get_run_logger, task
+from prefect.cache_policies import NONE
+
+from ultron.cluster import ClusterHandle, start_cluster
+from ultron.limiter import Lease, LeaseKeeper, ResourceLimiter, read_max_units
+from ultron.spec import JobSpec
+from ultron.trial_runner import shutdown_processes
+
+__all__ = ["JobResources", "acquire_resources", "lease_ttl_s"]
+
+
+def lease_ttl_s() -> float:
+    """Seconds a job's lease outlives its last renewal (``ULTRON_LEASE_TTL``, default 30)."""
+    return float(os.environ.get("ULTRON_LEASE_TTL", "30"))
+
+
+def default_max_units() -> int:
+    """The limit when Redis has none set (``ULTRON_MAX_UNITS``, default 64)."""
+    return int(os.environ.get("ULTRON_MAX_UNITS", "64"))
+
+
+@dataclass
+class JobResources:
+    """What a running job holds: its lease, the thread renewing it, and its Dask cluster."""
+
+    limiter: ResourceLimiter
+    lease: Lease
+    keeper: LeaseKeeper
+    cluster: ClusterHandle
+
+    def release(self) -> None:
+        """Stop the trial processes and the cluster, then give the units back."""
+        with contextlib.suppress(Exception):
+            self.cluster.client.run(shutdown_processes)
+        self.cluster.close()
+        self.keeper.stop()
+        self.limiter.release(self.lease)
+
+
+@task(name="acquire-resources", task_run_name="acquire-resources-{job_id}", cache_policy=NONE)
+def acquire_resources(spec: JobSpec, job_id: str, redis_url: str) -> JobResources:
+    """Wait (with delayed retries, up to ``acquire_timeout``) for the job's units, then start
+    its Dask workers."""
+    logger = get_run_logger()
+    client = redis.Redis.from_url(redis_url)
+    limiter = ResourceLimiter(
+        client,
+        max_units=read_max_units(client, default=default_max_units()),
+        tenant=spec.tenant,
+    )
+    lease = limiter.acquire_blocking(
+        job_id, spec.units, ttl_s=lease_ttl_s(), timeout_s=spec.acquire_timeout
+    )
+    keeper = LeaseKeeper(limiter, lease).start()
+    logger.info(
+        "holding %d units (%d in use of %d)", lease.units, limiter.in_use(), limiter.max_units
+    )
+    try:
+        cluster = start_cluster(spec)
+    except BaseException:
+        keeper.stop()
+        limiter.release(lease)
+        raise
+    logger.info("%d Dask workers up; dashboard %s", spec.parallelism, cluster.dashboard_link)
+    return JobResources(limiter, lease, keeper, cluster)

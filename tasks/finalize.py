@@ -1,0 +1,104 @@
+"""Task 4 of a job: the completion manager. Runs whatever happened before it.
+
+It gives back the resources, removes the job's transient keys from Redis, writes the result
+files and the Prefect artifacts, and records the job's final status.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis
+from prefect import get_run_logger, task
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.cache_policies import NONE
+
+from tasks.acquire_resources import JobResources
+from ultron.job_state import JobState, JobStatus, JobStore
+from ultron.paths import job_results_url
+from ultron.results import best_trial, leaderboard, write_results
+from ultron.spec import JobSpec
+
+__all__ = ["finalize"]
+
+_TOP = 20
+
+
+@task(name="finalize", task_run_name="finalize-{job_id}", cache_policy=NONE)
+def finalize(
+    spec: JobSpec,
+    job_id: str,
+    redis_url: str,
+    resources: JobResources | None,
+    state: JobState | None,
+    error: str | None = None,
+) -> dict[str, Any]:
+    """Release, clean up and report; returns the job's summary."""
+    logger = get_run_logger()
+    if resources is not None:
+        resources.release()
+    store = JobStore(redis.Redis.from_url(redis_url), job_id)
+    state = state or store.load() or JobState(job_id)
+    state.status = JobStatus.FAILED if error else JobStatus.COMPLETED
+    store.set_status(state.status)
+    removed = store.clear_transient()
+    logger.info("removed %d transient keys", removed)
+    url = job_results_url(spec.storage, job_id)
+    mode = spec.objective.mode
+    best = best_trial(state.trials, mode)
+    files = write_results(
+        url,
+        trials=state.trials,
+        curves=state.curves,
+        direction=mode,
+        metric=spec.objective.metric,
+        extra={
+            "job_id": job_id,
+            "status": str(state.status),
+            "error": error,
+            "spec": spec.model_dump(mode="json"),
+        },
+    )
+    _artifacts(spec, job_id, state, error)
+    logger.info("results in %s", url)
+    return {
+        "job_id": job_id,
+        "status": str(state.status),
+        "error": error,
+        "best_config": best.hyperparameters if best else None,
+        "best_score": best.score if best else None,
+        "trials": [t.to_dict() for t in state.trials],
+        "results_url": url,
+        "mode": str(mode),
+        "files": files,
+    }
+
+
+def _artifacts(spec: JobSpec, job_id: str, state: JobState, error: str | None) -> None:
+    key = "".join(c if c.isalnum() else "-" for c in job_id.lower())[:90]
+    board = leaderboard(state.trials, spec.objective.mode)[:_TOP]
+    rows = [
+        {
+            "rank": i,
+            "trial": t.trial_id,
+            spec.objective.metric: t.score,
+            "status": str(t.status),
+            **t.hyperparameters,
+        }
+        for i, t in enumerate(board, 1)
+    ]
+    best = board[0] if board else None
+    text = (
+        f"# {spec.name}: {state.status}\n\n"
+        + (
+            f"Best {spec.objective.metric}: **{best.score}** with `{best.hyperparameters}`\n"
+            if best
+            else "No trial produced a score.\n"
+        )
+        + (f"\nError: `{error}`\n" if error else "")
+    )
+    try:
+        create_table_artifact(rows, key=f"{key}-leaderboard", description=f"{spec.name} top {_TOP}")
+        create_markdown_artifact(text, key=f"{key}-summary", description=spec.name)
+    except Exception:  # artifacts are for the UI; their failure never fails a job
+        get_run_logger().warning("could not write Prefect artifacts")

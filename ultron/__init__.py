@@ -1,0 +1,44 @@
+"""Ultron-AutoML: distributed hyper-parameter optimization on Prefect and Dask.
+
+What a user calls:
+
+- :func:`ultron.run` runs a job from a spec and returns an :class:`~ultron.results.HPOResult`;
+- :func:`ultron.report` sends intermediate metrics from inside a model's ``score``;
+- :class:`ultron.ModelInterface` is the paper's model interface (Fig. 4).
+
+Importing ``ultron`` is light: Prefect and Dask load only when a job runs.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ultron.errors import SpecError, UltronError
+from ultron.model import ModelInterface, ReportDecision, report
+
+if TYPE_CHECKING:
+    from ultron.api import run
+    from ultron.results import HPOResult
+    from ultron.spec import JobSpec
+
+__all__ = [
+    "HPOResult",
+    "JobSpec",
+    "ModelInterface",
+    "ReportDecision",
+    "SpecError",
+    "UltronError",
+    "report",
+    "run",
+]
+__version__ = "0.1.0"
+
+_LAZY = {"run": "ultron.api", "HPOResult": "ultron.results", "JobSpec": "ultron.spec"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'ultron' has no attribute {name!r}")

@@ -1,0 +1,105 @@
+"""The cluster factory: where trials run.
+
+By default a Dask ``LocalCluster`` of ``parallelism`` single-threaded worker processes, so at
+most ``parallelism`` trials run at once. ``ULTRON_DASK_ADDRESS`` points at a running scheduler
+instead (a Dask-Kubernetes cluster, say). With GPUs per trial, each local worker is pinned to
+its own GPUs through ``CUDA_VISIBLE_DEVICES`` and advertises a ``GPU`` resource.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from ultron.spec import JobSpec
+
+__all__ = ["ClusterHandle", "start_cluster"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class ClusterHandle:
+    """A Dask client and, when we started it, the cluster behind it."""
+
+    client: Any
+    cluster: Any | None
+    resources: dict[str, float]
+
+    @property
+    def dashboard_link(self) -> str | None:
+        return getattr(self.client, "dashboard_link", None)
+
+    def close(self) -> None:
+        """Close the client, and the cluster if it is ours."""
+        with contextlib.suppress(Exception):
+            self.client.close()
+        if self.cluster is not None:
+            with contextlib.suppress(Exception):
+                self.cluster.close()
+
+
+def _memory_limit(memory: str | None) -> str | int:
+    if memory is None:
+        return 0  # no limit
+    units = {
+        "Ki": 2**10,
+        "Mi": 2**20,
+        "Gi": 2**30,
+        "Ti": 2**40,
+        "k": 10**3,
+        "M": 10**6,
+        "G": 10**9,
+        "T": 10**12,
+    }
+    for suffix, factor in units.items():
+        if memory.endswith(suffix):
+            return int(float(memory[: -len(suffix)]) * factor)
+    return int(float(memory))
+
+
+def _gpu_cluster(spec: JobSpec, memory_limit: str | int) -> Any:
+    from distributed import Nanny, Scheduler, SpecCluster
+
+    per = spec.resources.gpu
+    workers = {
+        f"gpu-worker-{i}": {
+            "cls": Nanny,
+            "options": {
+                "nthreads": 1,
+                "memory_limit": memory_limit,
+                "resources": {"GPU": per},
+                "env": {"CUDA_VISIBLE_DEVICES": ",".join(str(i * per + g) for g in range(per))},
+            },
+        }
+        for i in range(spec.parallelism)
+    }
+    scheduler = {"cls": Scheduler, "options": {"dashboard_address": ":0"}}
+    return SpecCluster(workers=workers, scheduler=scheduler, silence_logs=logging.WARNING)
+
+
+def start_cluster(spec: JobSpec) -> ClusterHandle:
+    """Connect to ``ULTRON_DASK_ADDRESS`` or start a local cluster sized for ``spec``."""
+    from distributed import Client, LocalCluster
+
+    resources: dict[str, float] = {"GPU": spec.resources.gpu} if spec.resources.gpu else {}
+    address = os.environ.get("ULTRON_DASK_ADDRESS")
+    if address:
+        logger.info("using the Dask scheduler at %s", address)
+        return ClusterHandle(Client(address), None, resources)
+    memory_limit = _memory_limit(spec.resources.memory)
+    if spec.resources.gpu:
+        cluster = _gpu_cluster(spec, memory_limit)
+    else:
+        cluster = LocalCluster(
+            n_workers=spec.parallelism,
+            threads_per_worker=1,
+            processes=True,
+            memory_limit=memory_limit,
+            dashboard_address=":0",
+            silence_logs=logging.WARNING,
+        )
+    return ClusterHandle(Client(cluster), cluster, resources)

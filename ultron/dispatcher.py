@@ -1,0 +1,125 @@
+"""Hands trial attempts to Dask and gives back each trial's final result.
+
+A crashed attempt (the trial process or its worker died) is resubmitted with ``resume=True``
+up to the spec's ``retries``; the caller only sees the final outcome. Running trials are
+recorded in Redis while they run.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ultron.environment import TrialEnvironment
+from ultron.job_state import JobStore
+from ultron.spec import JobSpec
+from ultron.trial import TrialRequest, TrialResult, TrialStatus, trial_seed
+from ultron.trial_runner import run_trial
+
+__all__ = ["TrialDispatcher"]
+
+
+class TrialDispatcher:
+    """Submits trials to a Dask client and waits for them one at a time.
+
+    Args:
+        client: a ``distributed.Client``.
+        store: the job's store, for the running-trials record.
+        spec: the job spec.
+        env: the trial environment from ``containerize``.
+        redis_url: the Redis every trial process reports to.
+        scratch: local folder for checkpoints and logs.
+        resources: Dask resources each trial asks for (e.g. ``{"GPU": 1}``).
+    """
+
+    def __init__(
+        self,
+        client: Any,
+        store: JobStore,
+        *,
+        spec: JobSpec,
+        env: TrialEnvironment,
+        redis_url: str,
+        scratch: str,
+        resources: dict[str, float] | None = None,
+    ) -> None:
+        from distributed import as_completed
+
+        self.client = client
+        self.store = store
+        self.spec = spec
+        self.env = env
+        self.redis_url = redis_url
+        self.scratch = scratch
+        self.resources = resources or None
+        self._done = as_completed([], with_results=False)
+        self._pending: dict[str, TrialRequest] = {}
+
+    @property
+    def in_flight(self) -> int:
+        """Trials submitted and not yet finally done."""
+        return len(self._pending)
+
+    def request(
+        self, trial_id: str, config: dict[str, Any], *, attempt: int = 1, resume: bool = False
+    ) -> TrialRequest:
+        """The request for one attempt of a trial."""
+        return TrialRequest(
+            job_id=self.store.job_id,
+            trial_id=trial_id,
+            hyperparameters=config,
+            model=self.spec.model,
+            python=str(self.env.python),
+            metric=self.spec.objective.metric,
+            seed=trial_seed(self.spec.seed, config),
+            checkpoint_path=os.path.join(self.scratch, "checkpoints", trial_id),
+            log_path=os.path.join(self.scratch, "logs", f"trial-{trial_id}.log"),
+            redis_url=self.redis_url,
+            resume=resume,
+            attempt=attempt,
+            timeout=self.spec.trial_timeout,
+        )
+
+    def start(self, request: TrialRequest) -> None:
+        """Submit one attempt."""
+        key = f"trial-{request.job_id}-{request.trial_id}-{request.attempt}"
+        future = self.client.submit(
+            run_trial, request.to_dict(), key=key, pure=False, resources=self.resources
+        )
+        self._pending[future.key] = request
+        self._done.add(future)
+        self.store.mark_running(
+            request.trial_id,
+            {"hyperparameters": request.hyperparameters, "attempt": request.attempt},
+        )
+
+    def wait_one(self) -> tuple[TrialResult, list[dict[str, Any]]]:
+        """Block until some trial is finally done; returns its result and learning curve."""
+        while True:
+            future = next(self._done)
+            request = self._pending.pop(future.key)
+            try:
+                data = future.result()
+            except Exception as exc:  # KilledWorker, a lost worker: the infrastructure's fault
+                data = {
+                    "trial_id": request.trial_id,
+                    "hyperparameters": request.hyperparameters,
+                    "status": TrialStatus.CRASHED,
+                    "error": f"{type(exc).__name__}: {exc}",
+                    "attempts": request.attempt,
+                }
+            future.release()
+            curve = data.pop("curve", [])
+            result = TrialResult.from_dict(data)
+            if result.status is TrialStatus.CRASHED and request.attempt <= self.spec.retries:
+                self.start(
+                    self.request(
+                        request.trial_id,
+                        request.hyperparameters,
+                        attempt=request.attempt + 1,
+                        resume=True,
+                    )
+                )
+                continue
+            self.store.mark_done(request.trial_id)
+            return result, curve

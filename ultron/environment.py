@@ -1,0 +1,482 @@
+"""The On Demand Containerizer for local runs: one virtual environment per code base.
+
+The "base image" is the interpreter ultron runs in: the new environment sees the base install
+through a ``.pth`` file and holds a snapshot (non-editable install) of the user's package.
+``<cache_dir>/envs/<code_hash[:16]>/`` holds ``src/`` (the copied or extracted code base),
+``venv/``, ``install.log`` and ``ready.json`` (code hash, base interpreter, time, pip freeze).
+It is built under another name and renamed into place, so it is complete or absent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeAlias
+
+from ultron.errors import CodeBaseError
+
+__all__ = [
+    "TrialEnvironment",
+    "build_environment",
+    "code_hash",
+    "find_project_root",
+    "safe_extract",
+]
+
+logger = logging.getLogger(__name__)
+_Log: TypeAlias = "logging.Logger | logging.LoggerAdapter[Any]"
+
+ARCHIVE_SUFFIXES = (".tar.gz", ".tgz")
+PROJECT_FILES = ("pyproject.toml", "setup.py")
+READY_MARKER = "ready.json"
+_BUILD_OUTPUTS = frozenset({"build", "dist"})
+_JUNK = frozenset({"__pycache__", ".git"})  # .git is a file in git worktrees
+_LOG_TAIL_LINES = 30
+_MAX_LINK_HOPS = 40
+_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class TrialEnvironment:
+    """A built environment that trials of one code base run in.
+
+    Example::
+
+        env = build_environment("examples/mnist", cache_dir=Path(".ultron"))
+        subprocess.run([env.python, "-c", "import mypkg.train"], check=True)
+
+    Attributes:
+        python: the environment's interpreter; it imports the base install and the user's package.
+        code_hash: sha256 of the code base, as :func:`code_hash` computes it.
+        root: the environment's folder, ``<cache_dir>/envs/<code_hash[:16]>``.
+        source: the unpacked project root (the folder holding setup.py or pyproject.toml).
+        reused: True when the environment was already built and nothing was done.
+    """
+
+    python: Path
+    code_hash: str
+    root: Path
+    source: Path
+    reused: bool
+
+
+def code_hash(path: str | Path) -> str:
+    """Return the sha256 (hex) of a code base, the same in every run and on every machine.
+
+    A folder is hashed over its sorted relative paths and the bytes of each file (a symlink
+    contributes its target as text); ``__pycache__``, ``*.pyc``, ``*.egg-info``, hidden folders
+    (``.git``, ``.venv``, caches) and the ``build``/``dist`` folders beside a setup.py or
+    pyproject.toml are left out. A ``.tar.gz``/``.tgz`` archive is hashed over its bytes.
+
+    Args:
+        path: a project folder or a ``.tar.gz``/``.tgz`` archive of one.
+
+    Raises:
+        CodeBaseError: the path is neither a folder nor such an archive.
+    """
+    source = Path(path)
+    digest = hashlib.sha256()
+    if source.is_file() and source.name.endswith(ARCHIVE_SUFFIXES):
+        digest.update(b"ultron-code-hash/1 archive\0")
+        _update_with_file(digest, source)
+        return digest.hexdigest()
+    if not source.is_dir():
+        state = "a file" if source.exists() else "missing"
+        raise CodeBaseError(
+            f"code is {str(source)!r} ({state}); it must be a project folder or a "
+            f"{'/'.join(ARCHIVE_SUFFIXES)} archive of one. Fix: pass the folder that holds "
+            "setup.py or pyproject.toml, or `tar -czf code.tar.gz -C <parent> <folder>`"
+        )
+    digest.update(b"ultron-code-hash/1 folder\0")
+    for relative in _walk(source):
+        full = source / relative
+        if full.is_symlink():
+            target = os.fsencode(os.readlink(full))
+            digest.update(b"link\0%s\0%d\0%s" % (os.fsencode(relative), len(target), target))
+        else:
+            size = full.stat().st_size
+            digest.update(b"file\0%s\0%d\0" % (os.fsencode(relative), size))
+            _update_with_file(digest, full)
+    return digest.hexdigest()
+
+
+def _update_with_file(digest: Any, path: Path) -> None:
+    with path.open("rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            digest.update(chunk)
+
+
+def _ignored(folder: str, names: list[str]) -> set[str]:
+    """Names in ``folder`` that are not part of the code base (``shutil.copytree`` ignore)."""
+    beside_project = any(name in names for name in PROJECT_FILES)
+    skipped = {n for n in names if n in _JUNK or n.endswith((".pyc", ".egg-info"))}
+    for name in set(names) - skipped:
+        if os.path.isdir(os.path.join(folder, name)) and (
+            name.startswith(".") or (beside_project and name in _BUILD_OUTPUTS)
+        ):
+            skipped.add(name)
+    return skipped
+
+
+def _walk(root: Path) -> list[str]:
+    """Sorted relative POSIX paths of the files and symlinks of a code base folder."""
+    found = []
+    for folder, dirnames, filenames in os.walk(root):
+        skipped = _ignored(folder, dirnames + filenames)
+        dirnames[:] = [name for name in dirnames if name not in skipped]
+        prefix = Path(folder).relative_to(root)
+        for name in dirnames + filenames:
+            is_link = os.path.islink(os.path.join(folder, name))
+            if name not in skipped and (is_link or name in filenames):
+                found.append((prefix / name).as_posix())
+    return sorted(found)
+
+
+def safe_extract(archive: str | Path, dest: str | Path) -> None:
+    """Extract a code base archive into ``dest``, after checking every member.
+
+    Nothing is extracted when any member has an absolute path or a ``..`` component, lies
+    under a symlink of the archive, is a symlink or hardlink whose target resolves outside
+    ``dest`` (following the archive's own symlinks), or is a device, fifo or other special file.
+
+    Args:
+        archive: a tar archive, compressed or not.
+        dest: an empty or missing folder; it is created.
+
+    Raises:
+        CodeBaseError: the archive is unreadable or unsafe, or ``dest`` is not empty.
+    """
+    archive, dest = Path(archive), Path(dest)
+    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+        raise CodeBaseError(
+            f"dest is {str(dest)!r}, which is not an empty folder; the archive must be "
+            "extracted into a new or empty folder. Fix: pass a folder that does not exist yet"
+        )
+    try:
+        with tarfile.open(archive, "r:*") as tar:
+            members = tar.getmembers()
+            _check_members(archive, members)
+            dest.mkdir(parents=True, exist_ok=True)
+            if hasattr(tarfile, "data_filter"):  # Python 3.11.4+: a second line of defence
+                tar.extractall(dest, filter="data")
+            else:  # pragma: no cover - only before Python 3.11.4
+                tar.extractall(dest)
+    except (tarfile.TarError, OSError, EOFError) as exc:
+        raise CodeBaseError(
+            f"code base archive {str(archive)!r} cannot be extracted ({exc}); it must be a "
+            "readable tar archive. Fix: rebuild it with `tar -czf code.tar.gz -C <parent> "
+            "<project folder>`"
+        ) from exc
+
+
+def _check_members(archive: Path, members: list[tarfile.TarInfo]) -> None:
+    links = {_parts(member.name): member.linkname for member in members if member.issym()}
+    for member in members:
+        problem = _member_problem(member, links)
+        if problem is not None:
+            raise CodeBaseError(
+                f"code base archive {str(archive)!r} holds member {member.name!r}, which "
+                f"{problem}; an archive may only hold files, folders and links that stay "
+                "inside it, and nothing was extracted. Fix: rebuild it from the project "
+                "folder with `tar -czf code.tar.gz -C <parent> <project folder>`, without "
+                "absolute paths, '..', special files or links that point outside it"
+            )
+
+
+def _parts(name: str) -> tuple[str, ...]:
+    return tuple(part for part in name.split("/") if part not in ("", "."))
+
+
+def _member_problem(member: tarfile.TarInfo, links: dict[tuple[str, ...], str]) -> str | None:
+    """Why ``member`` is unsafe to extract, or None."""
+    if member.name.startswith("/"):
+        return "has an absolute path"
+    if ".." in member.name.split("/"):
+        return "has a '..' component"
+    if not (member.isreg() or member.isdir() or member.issym() or member.islnk()):
+        return "is a device, fifo or other special file"
+    parts = _parts(member.name)
+    for end in range(1, len(parts)):
+        if parts[:end] in links:
+            return f"lies under the symlink {'/'.join(parts[:end])!r}"
+    if not (member.issym() or member.islnk()):
+        return None
+    kind = "symlink" if member.issym() else "hardlink"
+    if not parts:
+        return f"is a {kind} without a name"
+    # A symlink's target is relative to its folder, a hardlink's to the archive's top.
+    start = parts[:-1] if member.issym() else ()
+    target = member.linkname
+    if target.startswith("/") or _resolve((*start, *target.split("/")), links) is None:
+        return f"is a {kind} to {target!r}, which resolves outside the destination"
+    return None
+
+
+def _resolve(parts: tuple[str, ...], links: dict[tuple[str, ...], str]) -> tuple[str, ...] | None:
+    """Resolve a path inside the archive through its symlinks; None when it leaves the top."""
+    pending, hops = list(parts), 0
+    resolved: list[str] = []
+    while pending:
+        part = pending.pop(0)
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if not resolved:
+                return None
+            resolved.pop()
+            continue
+        resolved.append(part)
+        target = links.get(tuple(resolved))
+        if target is not None:
+            hops += 1
+            if hops > _MAX_LINK_HOPS or target.startswith("/"):
+                return None
+            resolved.pop()
+            pending[:0] = target.split("/")
+    return tuple(resolved)
+
+
+def find_project_root(directory: str | Path, *, label: str | None = None) -> Path:
+    """Return the folder holding setup.py or pyproject.toml.
+
+    Args:
+        directory: the folder itself, or a folder whose single top-level entry (hidden entries
+            and ``__MACOSX`` aside) is the project folder, as in most archives.
+        label: how to name the code base in the error; defaults to ``directory``.
+
+    Raises:
+        CodeBaseError: neither place holds setup.py or pyproject.toml.
+    """
+    folder = Path(directory)
+    if _is_project(folder):
+        return folder
+    listing = sorted(folder.iterdir()) if folder.is_dir() else []
+    entries = [e for e in listing if not e.name.startswith(".") and e.name != "__MACOSX"]
+    if len(entries) == 1 and not entries[0].is_symlink() and _is_project(entries[0]):
+        return entries[0]
+    found = ", ".join(entry.name for entry in entries[:10]) or "nothing"
+    raise CodeBaseError(
+        f"code base {label or str(folder)!r} has no {' or '.join(PROJECT_FILES)} at its top or "
+        f"in its single top-level folder (found: {found}); it must be an installable Python "
+        "project. Fix: add a pyproject.toml with a [project] table (name, version, "
+        "dependencies) next to your package folder"
+    )
+
+
+def _is_project(folder: Path) -> bool:
+    return folder.is_dir() and any((folder / name).is_file() for name in PROJECT_FILES)
+
+
+def build_environment(
+    code: str | Path,
+    *,
+    cache_dir: str | Path,
+    base_python: str = sys.executable,
+    log: _Log | None = None,
+) -> TrialEnvironment:
+    """Return the environment of a code base, building it unless it is already built.
+
+    Two jobs that build the same code base at once do not collide: the build runs under a file
+    lock (``<cache_dir>/envs/<key>.lock``), and the second job reuses the first one's result.
+
+    Args:
+        code: a project folder or a ``.tar.gz``/``.tgz`` archive of one.
+        cache_dir: where environments are kept, under ``envs/``.
+        base_python: the interpreter whose installed packages the environment sees, and whose
+            pip installs the user's package.
+        log: where progress goes; a Prefect run logger in tasks. Defaults to this module's.
+
+    Raises:
+        CodeBaseError: the code base cannot be read, unpacked or installed.
+    """
+    log = log or logger
+    source = Path(code).expanduser()
+    digest = code_hash(source)
+    envs = Path(cache_dir).expanduser() / "envs"
+    _refuse_cache_inside(source, envs)
+    root = envs / digest[:16]
+    env = _load_ready(root, digest, base_python=base_python, log=log)
+    if env is not None:
+        log.info("Reusing environment %s for code base %s", root, source)
+        return env
+    envs.mkdir(parents=True, exist_ok=True)
+    with _exclusive_lock(envs / f"{root.name}.lock", log=log):
+        env = _load_ready(root, digest, base_python=base_python, log=log)
+        if env is not None:  # another job built it while this one waited
+            return env
+        for leftover in [root, *envs.glob(f".{root.name}-*")]:  # a crashed build's
+            shutil.rmtree(leftover, ignore_errors=True)
+        started = time.monotonic()
+        staging = Path(tempfile.mkdtemp(prefix=f".{root.name}-", dir=envs))
+        try:
+            meta = _build(staging, root, source=source, digest=digest, base_python=base_python)
+            staging.rename(root)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+    log.info("Built environment %s in %.1f s", root, time.monotonic() - started)
+    return _environment(root, meta, reused=False)
+
+
+def _refuse_cache_inside(source: Path, envs: Path) -> None:
+    """Refuse a cache folder that would be hashed and copied as part of the code base."""
+    try:
+        inside = envs.resolve().relative_to(source.resolve()).parts
+    except ValueError:
+        return
+    if not inside[0].startswith("."):
+        raise CodeBaseError(
+            f"cache_dir is {str(envs.parent)!r}, inside the code base {str(source)!r}; it must "
+            "be outside it or in a hidden folder, which the code hash skips. Fix: use e.g. "
+            f"{str(source / '.ultron')!r}"
+        )
+
+
+def _load_ready(root: Path, digest: str, *, base_python: str, log: _Log) -> TrialEnvironment | None:
+    try:
+        meta = json.loads((root / READY_MARKER).read_text())
+    except (OSError, ValueError):
+        return None
+    if meta.get("code_hash") != digest:
+        raise CodeBaseError(
+            f"environment {str(root)!r} was built for code hash {meta.get('code_hash')!r}, not "
+            f"{digest!r}; the first 16 hex digits must name one code base. Fix: delete {root}"
+        )
+    if meta.get("base_python") != base_python:
+        log.warning(
+            "Environment %s was built over %s, not %s", root, meta["base_python"], base_python
+        )
+    return _environment(root, meta, reused=True)
+
+
+def _environment(root: Path, meta: dict[str, Any], *, reused: bool) -> TrialEnvironment:
+    return TrialEnvironment(
+        python=root / "venv" / "bin" / "python",
+        code_hash=meta["code_hash"],
+        root=root,
+        source=root / meta["source"],
+        reused=reused,
+    )
+
+
+@contextlib.contextmanager
+def _exclusive_lock(path: Path, *, log: _Log) -> Iterator[None]:
+    with path.open("a") as handle:  # the lock file stays: removing it would race
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log.info("Waiting for another job that builds the same environment (%s)", path)
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _build(
+    staging: Path, root: Path, *, source: Path, digest: str, base_python: str
+) -> dict[str, Any]:
+    """Fill ``staging``, to be renamed to ``root``, with src/, venv/, install.log, ready.json."""
+    if source.is_dir():
+        shutil.copytree(source, staging / "src", symlinks=True, ignore=_ignored)
+    else:
+        safe_extract(source, staging / "src")
+    project = find_project_root(staging / "src", label=str(source))
+    base_site = json.loads(_run([base_python, "-c", _SITE_PACKAGES], what="base_python"))
+    venv = staging / "venv"
+    _run([base_python, "-m", "venv", "--without-pip", str(venv)], what="base_python")
+    python = venv / "bin" / "python"
+    purelib = _run([str(python), "-c", _PURELIB], what="the new environment's python").strip()
+    # --system-site-packages (include-system-site-packages = true) of a venv made from a venv
+    # adds the real system Python, not the base, and is left off: the base is layered in by a
+    # .pth file instead, whose addsitedir also runs the base's own .pth files (editable installs).
+    lines = [f"import site; site.addsitedir({site!r})\n" for site in base_site]
+    (Path(purelib) / "_ultron_base.pth").write_text("".join(lines))
+    kept = root.with_name(f"{root.name}-install-failed.log")  # staging/ is removed on failure
+    log_path = staging / "install.log"
+    _install(base_python, python, project, log_path=log_path, kept=kept, label=str(source))
+    _relocate(staging, root)
+    freeze = _run(
+        [base_python, "-m", "pip", "--python", str(python), "freeze", "--path", purelib],
+        what="pip freeze",
+    )
+    meta = {
+        "code_hash": digest,
+        "base_python": base_python,
+        "base_site_packages": base_site,
+        "source": project.relative_to(staging).as_posix(),
+        "built_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "freeze": freeze.splitlines(),
+    }
+    (staging / READY_MARKER).write_text(json.dumps(meta, indent=2) + "\n")
+    return meta
+
+
+_SITE_PACKAGES = "import json, site; print(json.dumps(site.getsitepackages()))"
+_PURELIB = "import sysconfig; print(sysconfig.get_path('purelib'))"
+
+
+def _pip_env() -> dict[str, str]:
+    return {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1"}
+
+
+def _run(command: list[str], *, what: str) -> str:
+    result = subprocess.run(command, capture_output=True, text=True, env=_pip_env(), check=False)
+    if result.returncode != 0:
+        raise CodeBaseError(
+            f"{what} failed: `{shlex.join(command)}` exited with {result.returncode}; it must "
+            f"succeed to build the environment. Output:\n{result.stderr[-2000:]}\nFix: check "
+            "that base_python is a working Python 3.11+ interpreter with pip 22.3 or newer"
+        )
+    return result.stdout
+
+
+def _install(
+    base_python: str, python: Path, project: Path, *, log_path: Path, kept: Path, label: str
+) -> None:
+    """Install the user's package (a snapshot, not editable) with the base interpreter's pip."""
+    command = [base_python, "-m", "pip", "--python", str(python), "install"]
+    command += ["--no-build-isolation", str(project)]
+    with log_path.open("w") as out:
+        out.write(f"$ {shlex.join(command)}\n")
+        out.flush()
+        result = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, env=_pip_env())
+    if result.returncode == 0:
+        return
+    shutil.copyfile(log_path, kept)
+    tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-_LOG_TAIL_LINES:])
+    raise CodeBaseError(
+        f"code base {label!r} does not install: pip exited with {result.returncode}; it "
+        "must install with `pip install --no-build-isolation` over the base environment. Last "
+        f"{_LOG_TAIL_LINES} lines of the install log (all of it in {kept}):\n{tail}\nFix: make "
+        f"setup.py/pyproject.toml build, and install its dependencies into {base_python} or "
+        "make them reachable from the package index"
+    )
+
+
+def _relocate(staging: Path, root: Path) -> None:
+    """Point the venv's scripts and records at ``root``, the folder it is renamed to."""
+    old, new = os.fsencode(staging), os.fsencode(root)
+    venv = staging / "venv"
+    paths = [venv / "pyvenv.cfg", *(venv / "bin").iterdir()]
+    paths += venv.glob("lib/*/site-packages/*.dist-info/direct_url.json")
+    for path in paths:
+        if path.is_file() and not path.is_symlink():
+            data = path.read_bytes()
+            if old in data:
+                path.write_bytes(data.replace(old, new))

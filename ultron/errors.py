@@ -1,0 +1,65 @@
+"""The one hierarchy of errors that ultron raises on purpose.
+
+Every error meant for a user names the field, the value, the rule and the fix, e.g.
+``parallelism is 0; it must be at least 1: set parallelism to 1 or more``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = [
+    "CodeBaseError",
+    "ConfigIssue",
+    "ResourceTimeoutError",
+    "SpecError",
+    "TrialError",
+    "UltronError",
+]
+
+
+class UltronError(Exception):
+    """Base class of every error ultron raises on purpose."""
+
+
+@dataclass(frozen=True)
+class ConfigIssue:
+    """One problem found in a user's input.
+
+    Attributes:
+        field: dotted path of the field, e.g. ``search_space.lr.low``.
+        value: the offending value, as the user wrote it.
+        rule: what the value must satisfy.
+        fix: what to do about it.
+    """
+
+    field: str
+    value: object
+    rule: str
+    fix: str
+
+    def __str__(self) -> str:
+        return f"{self.field} is {self.value!r}; {self.rule}. Fix: {self.fix}"
+
+
+class SpecError(UltronError):
+    """A job spec with one or more problems; all of them are reported at once."""
+
+    def __init__(self, issues: list[ConfigIssue], source: str = "job spec") -> None:
+        self.issues = list(issues)
+        self.source = source
+        lines = [f"{source} has {len(self.issues)} problem(s):"]
+        lines += [f"  - {issue}" for issue in self.issues]
+        super().__init__("\n".join(lines))
+
+
+class CodeBaseError(UltronError):
+    """The user's code base cannot be read, unpacked or installed."""
+
+
+class ResourceTimeoutError(UltronError):
+    """The resource limiter could not grant the requested units in time."""
+
+
+class TrialError(UltronError):
+    """A trial could not be run at all (not a failure of the user's ``score``)."""

@@ -1,0 +1,37 @@
+"""Where a job keeps things on this machine and in its storage.
+
+``ULTRON_HOME`` (default ``~/.cache/ultron``) holds what is local and reusable: trial
+environments, the embedded Redis server's data, scratch space for checkpoints and trial logs.
+The job's results go to the spec's ``storage`` (a folder or an fsspec URL).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+__all__ = ["job_results_url", "new_job_id", "scratch_dir", "ultron_home"]
+
+
+def ultron_home() -> Path:
+    """The local folder for environments, the embedded Redis and scratch space."""
+    return Path(os.environ.get("ULTRON_HOME", Path.home() / ".cache" / "ultron")).expanduser()
+
+
+def scratch_dir(job_id: str) -> Path:
+    """Local scratch space of one job: trial checkpoints and logs."""
+    return ultron_home() / "scratch" / job_id
+
+
+def job_results_url(storage: str, job_id: str) -> str:
+    """Where the job's results go: ``<storage>/<job_id>``, a folder or a URL."""
+    if "://" in storage:
+        return f"{storage.rstrip('/')}/{job_id}"
+    return str(Path(storage).expanduser().resolve() / job_id)
+
+
+def new_job_id(name: str) -> str:
+    """A fresh, readable job id: the job name and a short random suffix."""
+    safe = "".join(c if c.isalnum() or c in "-_" else "-" for c in name).strip("-") or "job"
+    return f"{safe[:40]}-{uuid.uuid4().hex[:8]}"

@@ -1,0 +1,127 @@
+"""The job's results: the leaderboard, the best configuration and the trial table.
+
+Written by ``finalize`` to ``<storage>/<job_id>/`` through fsspec (a folder by default):
+``leaderboard.csv``, ``best.json``, ``trials.json`` and ``curves.json``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import fsspec
+
+from algorithms.base import Direction
+from ultron.trial import TrialResult, TrialStatus
+
+__all__ = ["HPOResult", "best_trial", "leaderboard", "write_results"]
+
+
+def leaderboard(trials: Sequence[TrialResult], direction: Direction) -> list[TrialResult]:
+    """Trials with a score, best first (ties keep trial order)."""
+    scored = [t for t in trials if t.status.ok and t.score is not None]
+    sign = -1.0 if direction is Direction.MAXIMIZE else 1.0
+    return sorted(scored, key=lambda t: sign * float(t.score or 0.0))
+
+
+def best_trial(trials: Sequence[TrialResult], direction: Direction) -> TrialResult | None:
+    """The best scored trial, or ``None`` when no trial has a score."""
+    board = leaderboard(trials, direction)
+    return board[0] if board else None
+
+
+@dataclass(frozen=True)
+class HPOResult:
+    """What a finished job gives back.
+
+    Attributes:
+        job_id: the job's id (run again with it to resume).
+        status: ``completed`` or ``failed``.
+        best_config: the best configuration found (``None`` if nothing scored).
+        best_score: its objective value.
+        trials: every trial, in order.
+        cache_hits: trials answered from the score cache.
+        results_url: where the result files are.
+        files: name -> path of each result file.
+        direction: whether lower or higher scores are better.
+    """
+
+    job_id: str
+    status: str
+    best_config: dict[str, Any] | None
+    best_score: float | None
+    trials: list[TrialResult]
+    cache_hits: int
+    results_url: str
+    files: dict[str, str] = field(default_factory=dict)
+    direction: Direction = Direction.MINIMIZE
+
+    @classmethod
+    def from_summary(cls, summary: dict[str, Any]) -> HPOResult:
+        trials = [TrialResult.from_dict(t) for t in summary["trials"]]
+        return cls(
+            job_id=summary["job_id"],
+            status=summary["status"],
+            best_config=summary["best_config"],
+            best_score=summary["best_score"],
+            trials=trials,
+            cache_hits=sum(t.status is TrialStatus.CACHED for t in trials),
+            results_url=summary["results_url"],
+            files=summary["files"],
+            direction=Direction(summary["mode"]),
+        )
+
+
+def _leaderboard_csv(board: Sequence[TrialResult], metric: str) -> str:
+    names = sorted({k for t in board for k in t.hyperparameters})
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["rank", "trial_id", metric, "status", *names])
+    for rank, t in enumerate(board, 1):
+        writer.writerow(
+            [rank, t.trial_id, t.score, t.status, *(t.hyperparameters.get(n) for n in names)]
+        )
+    return out.getvalue()
+
+
+def write_results(
+    url: str,
+    *,
+    trials: Sequence[TrialResult],
+    curves: dict[str, Any],
+    direction: Direction,
+    metric: str,
+    extra: dict[str, Any],
+) -> dict[str, str]:
+    """Write the result files under ``url``; returns name -> full path."""
+    fs, root = fsspec.core.url_to_fs(url)
+    fs.makedirs(root, exist_ok=True)
+    board = leaderboard(trials, direction)
+    best = board[0] if board else None
+    contents = {
+        "leaderboard.csv": _leaderboard_csv(board, metric),
+        "best.json": json.dumps(
+            {
+                "best_config": best.hyperparameters if best else None,
+                "best_score": best.score if best else None,
+                "best_trial": best.trial_id if best else None,
+                "metric": metric,
+                "mode": str(direction),
+                **extra,
+            },
+            indent=2,
+        ),
+        "trials.json": json.dumps([t.to_dict() for t in trials], indent=2),
+        "curves.json": json.dumps(curves),
+    }
+    files = {}
+    for name, text in contents.items():
+        path = f"{root.rstrip('/')}/{name}"
+        with fs.open(path, "w") as handle:
+            handle.write(text)
+        files[name] = path if "://" not in url else f"{url.rstrip('/')}/{name}"
+    return files

@@ -1,0 +1,49 @@
+"""The score cache (paper V-E): scores in Redis, keyed by code base and configuration.
+
+A configuration already scored with the same code base is answered from the cache instead of
+being trained again. Only completed trials are cached; failures are not.
+
+Example:
+    >>> cache = ScoreCache(redis_client, code_hash="abc")          # doctest: +SKIP
+    >>> cache.put({"lr": 0.1}, {"score": 0.9, "metrics": {}})      # doctest: +SKIP
+    >>> cache.get_many([{"lr": 0.1}])                               # doctest: +SKIP
+    [{'score': 0.9, 'metrics': {}}]
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from algorithms.space import Config, canonical
+
+__all__ = ["ScoreCache"]
+
+
+class ScoreCache:
+    """Scores of configurations, one Redis hash per code base.
+
+    Args:
+        client: a ``redis.Redis`` client.
+        code_hash: the content hash of the code base (and later of the data).
+        namespace: key prefix.
+    """
+
+    def __init__(self, client: Any, *, code_hash: str, namespace: str = "ultron") -> None:
+        self.client = client
+        self.key = f"{namespace}:cache:{code_hash}"
+
+    def get_many(self, configs: Sequence[Config]) -> list[dict[str, Any] | None]:
+        """The cached entries of ``configs`` (``None`` where absent), in one round trip."""
+        if not configs:
+            return []
+        raw = self.client.hmget(self.key, [canonical(c) for c in configs])
+        return [json.loads(v) if v is not None else None for v in raw]
+
+    def put(self, config: Config, entry: dict[str, Any]) -> None:
+        """Cache ``entry`` (score, metrics, where it came from) for ``config``."""
+        self.client.hset(self.key, canonical(config), json.dumps(entry))
+
+    def __len__(self) -> int:
+        return int(self.client.hlen(self.key))

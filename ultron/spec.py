@@ -1,0 +1,260 @@
+"""The job spec: one declarative document (YAML, JSON or a dict) that fully defines an HPO job.
+
+The paper's Fig. 2 JSON (``model_classname``, ``hp_ranges``, ``parallelism_fact``, ...) is
+accepted as it is: :func:`load_spec` maps its keys to ours and reports problems under the
+names the user wrote.
+
+Example:
+    >>> spec = JobSpec.model_validate(
+    ...     {"name": "demo", "code": ".", "model": "pkg.train:Model",
+    ...      "search_space": {"lr": {"type": "loguniform", "low": 1e-4, "high": 1e-1},
+    ...                       "layers": [1, 2, 3]},
+    ...      "num_iterations": 4},
+    ...     context={"check_paths": False},
+    ... )
+    >>> spec.search_space["layers"].type
+    'choice'
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic_core import PydanticCustomError
+
+from algorithms.base import Direction
+from algorithms.registry import BUILTIN_STRATEGIES, is_builtin, looks_like_dotted_path
+from algorithms.space import Choice, Domain, IntRange, LogUniform, SearchSpace, Uniform
+
+__all__ = ["DomainSpec", "JobSpec", "Objective", "Resources"]
+
+_MODEL_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+_QUANTITY = re.compile(r"^\d+(\.\d+)?(Ki|Mi|Gi|Ti|k|M|G|T)?$")
+
+
+def rule_error(rule: str, fix: str) -> PydanticCustomError:
+    """A validation error that carries its own fix, read back by ``ultron.spec_loader``."""
+    return PydanticCustomError("ultron_rule", "{rule}", {"rule": rule, "fix": fix})
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class DomainSpec(_Strict):
+    """One search-space entry. A bare list ``[a, b, c]`` means ``{"type": "choice", ...}``."""
+
+    type: Literal["uniform", "loguniform", "int", "choice"] = Field(
+        description="uniform, loguniform (positive bounds), int (inclusive bounds) or choice."
+    )
+    low: float | None = Field(default=None, description="Lower bound (not for choice).")
+    high: float | None = Field(default=None, description="Upper bound (not for choice).")
+    values: list[Any] | None = Field(default=None, description="The options of a choice.")
+    log: bool = Field(default=False, description="int only: draw on a log scale.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _list_means_choice(cls, data: Any) -> Any:
+        if isinstance(data, list | tuple):
+            return {"type": "choice", "values": list(data)}
+        return data
+
+    @model_validator(mode="after")
+    def _check_bounds(self) -> DomainSpec:
+        if self.type == "choice":
+            if not self.values:
+                raise rule_error(
+                    "a choice needs at least one value", "list the values, e.g. [0.1, 0.01]"
+                )
+            return self
+        if self.low is None or self.high is None:
+            raise rule_error(
+                f"a {self.type} entry needs both low and high", "add low: and high: bounds"
+            )
+        if self.low >= self.high and not (self.type == "int" and self.low == self.high):
+            raise rule_error(
+                f"low ({self.low}) must be below high ({self.high})", "swap or widen the bounds"
+            )
+        if self.type == "loguniform" and self.low <= 0:
+            raise rule_error(
+                f"loguniform bounds must be positive, low is {self.low}",
+                "use a positive low, or type: uniform",
+            )
+        if self.type == "int" and (self.low != int(self.low) or self.high != int(self.high)):
+            raise rule_error("int bounds must be whole numbers", "use integers for low and high")
+        return self
+
+    def to_domain(self) -> Domain:
+        """The :mod:`algorithms.space` domain this entry describes."""
+        if self.type == "choice":
+            return Choice(tuple(self.values or ()))
+        assert self.low is not None and self.high is not None  # checked by _check_bounds
+        if self.type == "uniform":
+            return Uniform(self.low, self.high)
+        if self.type == "loguniform":
+            return LogUniform(self.low, self.high)
+        return IntRange(int(self.low), int(self.high), log=self.log)
+
+
+class Objective(_Strict):
+    """What a trial's score means."""
+
+    metric: str = Field(
+        default="score",
+        min_length=1,
+        description="Name of the metric to optimize; a float returned by score() is this metric.",
+    )
+    mode: Direction = Field(
+        default=Direction.MINIMIZE, description="minimize (a loss) or maximize (an accuracy)."
+    )
+
+
+class Resources(_Strict):
+    """What one trial needs; the resource limiter counts ``gpu`` (or ``cpu``) per trial."""
+
+    cpu: float = Field(default=1.0, gt=0, description="CPU cores per trial.")
+    memory: str | None = Field(
+        default=None, description="Memory per trial as a Kubernetes quantity, e.g. 4Gi."
+    )
+    gpu: int = Field(default=0, ge=0, description="GPUs per trial.")
+    compute: Literal["cpu", "gpu"] | None = Field(
+        default=None, description="Which unit the limiter counts; default gpu if gpu > 0."
+    )
+
+    @field_validator("memory")
+    @classmethod
+    def _memory_quantity(cls, value: str | None) -> str | None:
+        if value is not None and not _QUANTITY.match(str(value)):
+            raise rule_error(
+                "memory must be a Kubernetes quantity such as 512Mi or 4Gi",
+                "write a number followed by Ki, Mi, Gi or Ti",
+            )
+        return value
+
+    @property
+    def units_per_trial(self) -> int:
+        """Resource-limiter units one trial holds: its GPUs, or its CPUs rounded up."""
+        uses_gpu = self.compute == "gpu" or (self.compute is None and self.gpu > 0)
+        return self.gpu if uses_gpu else max(1, int(-(-self.cpu // 1)))
+
+
+class JobSpec(_Strict):
+    """A whole HPO job. Every field has a default except the code, the model and the space."""
+
+    name: str = Field(default="hpo-job", min_length=1, description="Name of the job.")
+    seed: int = Field(default=0, ge=0, description="Seed of the strategy and of every trial.")
+    code: Path = Field(
+        description="The user's code base: a folder or a .tar.gz with setup.py or pyproject.toml."
+    )
+    model: str = Field(description="The model class, as module:Class (e.g. mypkg.train:Model).")
+    search_space: dict[str, DomainSpec] = Field(
+        description="Hyper-parameter name -> domain (uniform, loguniform, int, choice or a list)."
+    )
+    strategy: str = Field(
+        default="random",
+        description="A built-in strategy name, or package.module:Class in the user's code base.",
+    )
+    strategy_options: dict[str, Any] = Field(
+        default_factory=dict, description="Keyword arguments for the strategy."
+    )
+    num_iterations: int = Field(default=20, ge=1, description="Budget: number of trials.")
+    parallelism: int = Field(default=1, ge=1, description="Trials that run at the same time.")
+    objective: Objective = Field(default_factory=Objective, description="Metric and direction.")
+    resources: Resources = Field(default_factory=Resources, description="Per-trial resources.")
+    retries: int = Field(
+        default=2, ge=0, description="Retries of a trial after an infrastructure failure."
+    )
+    trial_timeout: float | None = Field(
+        default=None, gt=0, description="Seconds a trial may run before it is stopped."
+    )
+    acquire_timeout: float = Field(
+        default=600.0, ge=0, description="Seconds to wait for resource units before failing."
+    )
+    storage: str = Field(
+        default="ultron-runs", min_length=1, description="Where results go: a folder or a URL."
+    )
+    redis_url: str | None = Field(
+        default=None, description="redis://host:port/db; default: an embedded Redis server."
+    )
+    tenant: str = Field(default="default", min_length=1, description="Who the job runs for.")
+
+    @field_validator("search_space")
+    @classmethod
+    def _not_empty(cls, value: dict[str, DomainSpec]) -> dict[str, DomainSpec]:
+        if not value:
+            raise rule_error(
+                "the search space must name at least one hyper-parameter",
+                "add an entry such as lr: {type: loguniform, low: 1.0e-4, high: 1.0e-1}",
+            )
+        return value
+
+    @field_validator("model")
+    @classmethod
+    def _model_path(cls, value: str) -> str:
+        if not _MODEL_PATH.match(value):
+            raise rule_error("model must be module:Class", "write e.g. mypkg.train:Model")
+        return value
+
+    @field_validator("strategy")
+    @classmethod
+    def _known_strategy(cls, value: str) -> str:
+        if is_builtin(value) or looks_like_dotted_path(value):
+            return value
+        names = ", ".join(sorted(BUILTIN_STRATEGIES))
+        raise rule_error(
+            f"strategy must be a built-in ({names}) or package.module:Class",
+            "pick a built-in name, or point at your own class",
+        )
+
+    @field_validator("code")
+    @classmethod
+    def _code_exists(cls, value: Path, info: ValidationInfo) -> Path:
+        context = info.context or {}
+        base_dir = Path(context.get("base_dir", "."))
+        path = value if value.is_absolute() else base_dir / value
+        if not context.get("check_paths", True):
+            return path
+        if not path.exists():
+            raise rule_error(
+                f"the code base must exist (looked at {path})",
+                "point code at your project folder or its .tar.gz",
+            )
+        is_archive = path.name.endswith((".tar.gz", ".tgz"))
+        if path.is_file() and not is_archive:
+            raise rule_error(
+                "the code base must be a folder or a .tar.gz archive", "package it with tar -czf"
+            )
+        if path.is_dir() and not any((path / f).exists() for f in ("setup.py", "pyproject.toml")):
+            raise rule_error(
+                "the code base folder must hold setup.py or pyproject.toml",
+                "add a pyproject.toml that declares your package",
+            )
+        return path.resolve()
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("redis://", "rediss://", "unix://")):
+            raise rule_error(
+                "redis_url must start with redis://, rediss:// or unix://",
+                "write redis://host:6379/0, or leave it out for the embedded server",
+            )
+        return value
+
+    @property
+    def space(self) -> SearchSpace:
+        """The search space as :mod:`algorithms.space` domains."""
+        return SearchSpace({name: entry.to_domain() for name, entry in self.search_space.items()})
+
+    @property
+    def units(self) -> int:
+        """Resource-limiter units the whole job holds: parallelism x units per trial."""
+        return self.parallelism * self.resources.units_per_trial
+
+    def to_json(self) -> str:
+        """The spec as JSON, in our own field names."""
+        return json.dumps(self.model_dump(mode="json"), sort_keys=True)

@@ -1,0 +1,123 @@
+"""The trial process: a warm child of a Dask worker that runs the user's ``score``.
+
+It is started with the trial environment's interpreter (``python -m ultron.trial_process FD``),
+imports the user's model once, then serves trial requests over a socket until the socket closes.
+A user error is caught and reported, and the process serves the next trial; a crash kills only
+this process, which the worker replaces (see :mod:`ultron.trial_runner`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import os
+import random
+import sys
+import time
+import traceback
+from multiprocessing.connection import Connection
+from typing import Any
+
+from ultron.model import TrialContext, set_current_trial
+
+__all__ = ["main"]
+
+
+def _load_model_class(path: str, cache: dict[str, Any]) -> Any:
+    if path not in cache:
+        module_name, _, class_name = path.partition(":")
+        cache[path] = getattr(importlib.import_module(module_name), class_name)
+    return cache[path]
+
+
+def _seed_everything(seed: int) -> None:
+    random.seed(seed)
+    if "numpy" in sys.modules:
+        sys.modules["numpy"].random.seed(seed)
+    if "torch" in sys.modules:
+        sys.modules["torch"].manual_seed(seed)
+
+
+def _objective(value: Any, metric: str) -> tuple[float, dict[str, Any]]:
+    """The objective and all metrics from what ``score`` returned; ValueError if unusable."""
+    if isinstance(value, dict):
+        if metric not in value:
+            raise ValueError(
+                f"score() returned a dict without the objective metric {metric!r} "
+                f"(keys: {sorted(value)}); return it, or set objective.metric to one of them"
+            )
+        metrics = {k: float(v) for k, v in value.items()}
+        objective = metrics[metric]
+    else:
+        objective = float(value)
+        metrics = {metric: objective}
+    if not math.isfinite(objective):
+        raise ValueError(f"score() returned {metric}={objective}; it must be a finite number")
+    return objective, metrics
+
+
+def run_one(request: dict[str, Any], models: dict[str, Any]) -> dict[str, Any]:
+    """Run one trial request; never raises for the user's errors."""
+    started = time.monotonic()
+    context = TrialContext(request["job_id"], request["trial_id"], request["redis_url"])
+    set_current_trial(context)
+    out: dict[str, Any] = {"status": "completed"}
+    try:
+        model_class = _load_model_class(request["model"], models)
+        os.makedirs(request["checkpoint_path"], exist_ok=True)
+        _seed_everything(int(request["seed"]))
+        value = model_class().score(
+            dict(request["hyperparameters"]), request["checkpoint_path"], bool(request["resume"])
+        )
+        out["score"], out["metrics"] = _objective(value, request["metric"])
+    except (Exception, SystemExit) as exc:  # whatever the user's code raises is recorded
+        out = {
+            "status": "failed",
+            "error": f"{type(exc).__name__}: {exc}",
+            "traceback": traceback.format_exc(),
+        }
+    finally:
+        set_current_trial(None)
+    out["duration"] = time.monotonic() - started
+    out["reports"] = len(context.reports)
+    out["curve"] = context.reports
+    return out
+
+
+def _redirect_output(log_path: str) -> None:
+    """Send this trial's stdout and stderr (C-level too) to its log file."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.makedirs(os.path.dirname(log_path) or ".", exist_ok=True)
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+
+
+def main(fd: int) -> None:
+    """Serve requests on the inherited socket ``fd`` until it closes or says ``exit``."""
+    conn = Connection(fd)
+    models: dict[str, Any] = {}
+    conn.send({"op": "ready", "pid": os.getpid()})
+    while True:
+        try:
+            request = conn.recv()
+        except (EOFError, OSError):
+            return
+        op = request.get("op")
+        if op == "exit":
+            return
+        if op == "import":
+            try:
+                _load_model_class(request["model"], models)
+                conn.send({"op": "imported"})
+            except Exception as exc:
+                conn.send({"op": "imported", "error": f"{type(exc).__name__}: {exc}"})
+            continue
+        _redirect_output(request["log_path"])
+        conn.send(run_one(request, models))
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]))

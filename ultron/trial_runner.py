@@ -1,0 +1,181 @@
+"""Runs trials on a Dask worker, each in a warm child process (:mod:`ultron.trial_process`).
+
+Starting a fresh interpreter and importing the user's code for every trial would cost about as
+much as a short trial, so each worker keeps warm trial processes, one per concurrent slot, and
+replaces one only when it crashed or was stopped. The function Dask runs is :func:`run_trial`;
+:func:`warm_up` starts and primes the processes before the first trial.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+from multiprocessing.connection import Connection
+from typing import Any
+
+from ultron.trial import TrialRequest, TrialResult, TrialStatus
+
+__all__ = ["WarmProcess", "run_trial", "shutdown_processes", "warm_up"]
+
+logger = logging.getLogger(__name__)
+
+_START_TIMEOUT_S = 120.0
+
+
+class ProcessDied(Exception):
+    """The trial process ended without answering."""
+
+
+class WarmProcess:
+    """One long-lived trial process and the socket to it."""
+
+    def __init__(self, python: str, *, log_path: str) -> None:
+        self.python = python
+        parent, child = socket.socketpair()
+        os.makedirs(os.path.dirname(log_path), exist_ok=True)
+        with open(log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                [python, "-m", "ultron.trial_process", str(child.fileno())],
+                pass_fds=[child.fileno()],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,  # its own group: a stop kills the trial's children too
+            )
+        child.close()
+        self.conn = Connection(parent.detach())
+        hello = self._receive(_START_TIMEOUT_S)
+        self.pid = int(hello["pid"])
+
+    def _receive(self, timeout: float | None) -> dict[str, Any]:
+        try:
+            if not self.conn.poll(timeout):
+                raise TimeoutError
+            message: dict[str, Any] = self.conn.recv()
+            return message
+        except (EOFError, OSError) as exc:
+            code = self.proc.wait(timeout=10)
+            raise ProcessDied(_describe_exit(code)) from exc
+
+    def call(self, message: dict[str, Any], timeout: float | None) -> dict[str, Any]:
+        """Send one request and wait for its answer; TimeoutError or ProcessDied otherwise."""
+        try:
+            self.conn.send(message)
+        except OSError as exc:
+            raise ProcessDied(_describe_exit(self.proc.wait(timeout=10))) from exc
+        return self._receive(timeout)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def kill(self) -> None:
+        """Stop the process and everything it started."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        with contextlib.suppress(Exception):
+            self.proc.wait(timeout=10)
+        self.conn.close()
+
+
+def _describe_exit(code: int) -> str:
+    if code < 0:
+        name = signal.Signals(-code).name
+        hint = " (out of memory?)" if code == -signal.SIGKILL else ""
+        return f"trial process killed by {name}{hint}"
+    return f"trial process exited with code {code}"
+
+
+# Idle warm processes of this worker, by interpreter. A thread takes one out while it runs a
+# trial, so a worker with several threads runs several processes.
+_idle: dict[str, list[WarmProcess]] = {}
+_lock = threading.Lock()
+
+
+def _checkout(python: str, log_path: str) -> WarmProcess:
+    with _lock:
+        pool = _idle.setdefault(python, [])
+        while pool:
+            process = pool.pop()
+            if process.alive():
+                return process
+    return WarmProcess(python, log_path=log_path)
+
+
+def _checkin(process: WarmProcess) -> None:
+    with _lock:
+        _idle.setdefault(process.python, []).append(process)
+
+
+def _worker_name() -> str:
+    try:
+        from distributed import get_worker
+
+        return str(get_worker().name)
+    except (ImportError, ValueError):
+        return f"pid-{os.getpid()}"
+
+
+def warm_up(python: str, model: str, log_dir: str, slots: int = 1) -> int:
+    """Start ``slots`` trial processes on this worker and import the model in each."""
+    started = []
+    for _ in range(slots):
+        process = _checkout(python, os.path.join(log_dir, f"worker-{os.getpid()}.log"))
+        answer = process.call({"op": "import", "model": model}, timeout=_START_TIMEOUT_S)
+        if "error" in answer:
+            logger.warning("warm-up import of %s failed: %s", model, answer["error"])
+        started.append(process)
+    for process in started:
+        _checkin(process)
+    return len(started)
+
+
+def shutdown_processes() -> int:
+    """Stop every idle trial process of this worker (the job is over)."""
+    with _lock:
+        processes = [p for pool in _idle.values() for p in pool]
+        _idle.clear()
+    for process in processes:
+        process.kill()
+    return len(processes)
+
+
+def run_trial(request_data: dict[str, Any]) -> dict[str, Any]:
+    """Run one trial attempt in a warm process; the Dask task function.
+
+    Returns the :class:`TrialResult` as a dict (small, so nothing big stays in worker memory),
+    plus its learning curve under ``curve``.
+    """
+    request = TrialRequest.from_dict(request_data)
+    log_dir = os.path.dirname(request.log_path)
+    started = time.monotonic()
+    process = _checkout(request.python, os.path.join(log_dir, f"worker-{os.getpid()}.log"))
+    base = {
+        "trial_id": request.trial_id,
+        "hyperparameters": request.hyperparameters,
+        "attempts": request.attempt,
+        "worker": _worker_name(),
+        "log_path": request.log_path,
+    }
+    try:
+        answer = process.call(request.to_dict(), timeout=request.timeout)
+    except TimeoutError:
+        process.kill()
+        error = f"trial ran past trial_timeout ({request.timeout} s) and was stopped"
+        status, extra = TrialStatus.TIMEOUT, {"error": error}
+    except ProcessDied as exc:
+        process.kill()
+        status, extra = TrialStatus.CRASHED, {"error": str(exc)}
+    else:
+        _checkin(process)
+        status = TrialStatus(answer.pop("status"))
+        extra = answer
+    extra.setdefault("duration", time.monotonic() - started)
+    curve = extra.pop("curve", [])
+    result = TrialResult.from_dict({**base, **extra, "status": status})
+    return {**result.to_dict(), "curve": curve}
