@@ -9,6 +9,7 @@ Serve it to trigger jobs from the Prefect UI (``prefect.yaml`` or
 from __future__ import annotations
 
 import sys
+import time
 from typing import Any
 
 from prefect import flow
@@ -40,17 +41,34 @@ def hpo_job(spec: dict[str, Any], job_id: str | None = None) -> dict[str, Any]:
         resources: JobResources | None = None
         state: JobState | None = None
         error: str | None = None
+        clock = _Clock()
         try:
-            env = containerize(job, job_id)
+            env = clock.time("containerize", containerize, job, job_id)
             build_strategy(job, env)  # a bad strategy fails before resources are taken
-            resources = acquire_resources(job, job_id, redis_url)
-            state = search_loop(job, job_id, env, resources, redis_url)
+            resources = clock.time(
+                "acquire_resources", acquire_resources, job, job_id, redis_url, env
+            )
+            state = clock.time("search_loop", search_loop, job, job_id, env, resources, redis_url)
         except BaseException as exc:
             error = f"{type(exc).__name__}: {exc}"
             raise
         finally:
-            summary = finalize(job, job_id, redis_url, resources, state, error)
+            summary = finalize(job, job_id, redis_url, resources, state, error, clock.seconds)
     return summary
+
+
+class _Clock:
+    """Seconds each task took, for the summary (``timings``)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    def time(self, name: str, fn: Any, *args: Any) -> Any:
+        started = time.monotonic()
+        try:
+            return fn(*args)
+        finally:
+            self.seconds[name] = round(time.monotonic() - started, 3)
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["serve"]:

@@ -16,9 +16,11 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NONE
 
 from ultron.cluster import ClusterHandle, start_cluster
+from ultron.environment import TrialEnvironment
 from ultron.limiter import Lease, LeaseKeeper, ResourceLimiter, read_max_units
+from ultron.paths import scratch_dir
 from ultron.spec import JobSpec
-from ultron.trial_runner import shutdown_processes
+from ultron.trial_runner import shutdown_processes, warm_up
 
 __all__ = ["JobResources", "acquire_resources", "lease_ttl_s"]
 
@@ -52,9 +54,11 @@ class JobResources:
 
 
 @task(name="acquire-resources", task_run_name="acquire-resources-{job_id}", cache_policy=NONE)
-def acquire_resources(spec: JobSpec, job_id: str, redis_url: str) -> JobResources:
+def acquire_resources(
+    spec: JobSpec, job_id: str, redis_url: str, env: TrialEnvironment
+) -> JobResources:
     """Wait (with delayed retries, up to ``acquire_timeout``) for the job's units, then start
-    its Dask workers."""
+    its Dask workers and a warm trial process on each."""
     logger = get_run_logger()
     client = redis.Redis.from_url(redis_url)
     limiter = ResourceLimiter(
@@ -71,6 +75,8 @@ def acquire_resources(spec: JobSpec, job_id: str, redis_url: str) -> JobResource
     )
     try:
         cluster = start_cluster(spec)
+        log_dir = str(scratch_dir(job_id) / "logs")
+        cluster.client.run(warm_up, str(env.python), spec.model, log_dir)
     except BaseException:
         keeper.stop()
         limiter.release(lease)

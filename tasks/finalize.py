@@ -32,6 +32,7 @@ def finalize(
     resources: JobResources | None,
     state: JobState | None,
     error: str | None = None,
+    timings: dict[str, float] | None = None,
 ) -> dict[str, Any]:
     """Release, clean up and report; returns the job's summary."""
     logger = get_run_logger()
@@ -70,6 +71,7 @@ def finalize(
         "trials": [t.to_dict() for t in state.trials],
         "results_url": url,
         "mode": str(mode),
+        "timings": timings or {},
         "files": files,
     }
 

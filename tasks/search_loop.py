@@ -28,7 +28,6 @@ from ultron.score_cache import ScoreCache
 from ultron.spec import JobSpec
 from ultron.strategy import build_strategy
 from ultron.trial import TrialResult, TrialStatus
-from ultron.trial_runner import warm_up
 
 __all__ = ["search_loop"]
 

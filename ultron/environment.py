@@ -339,7 +339,7 @@ def _refuse_cache_inside(source: Path, envs: Path) -> None:
         inside = envs.resolve().relative_to(source.resolve()).parts
     except ValueError:
         return
-    if not inside[0].startswith("."):
+    if not inside or not inside[0].startswith("."):
         raise CodeBaseError(
             f"cache_dir is {str(envs.parent)!r}, inside the code base {str(source)!r}; it must "
             "be outside it or in a hidden folder, which the code hash skips. Fix: use e.g. "
@@ -457,6 +457,7 @@ def _install(
         out.flush()
         result = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, env=_pip_env())
     if result.returncode == 0:
+        kept.unlink(missing_ok=True)  # an earlier failure's log
         return
     shutil.copyfile(log_path, kept)
     tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-_LOG_TAIL_LINES:])

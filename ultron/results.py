@@ -48,6 +48,7 @@ class HPOResult:
         results_url: where the result files are.
         files: name -> path of each result file.
         direction: whether lower or higher scores are better.
+        timings: seconds spent in each task of the flow.
     """
 
     job_id: str
@@ -59,6 +60,7 @@ class HPOResult:
     results_url: str
     files: dict[str, str] = field(default_factory=dict)
     direction: Direction = Direction.MINIMIZE
+    timings: dict[str, float] = field(default_factory=dict)
 
     @classmethod
     def from_summary(cls, summary: dict[str, Any]) -> HPOResult:
@@ -73,6 +75,7 @@ class HPOResult:
             results_url=summary["results_url"],
             files=summary["files"],
             direction=Direction(summary["mode"]),
+            timings=summary.get("timings", {}),
         )
 
 

@@ -172,7 +172,10 @@ def run_trial(request_data: dict[str, Any]) -> dict[str, Any]:
         process.kill()
         status, extra = TrialStatus.CRASHED, {"error": str(exc)}
     else:
-        _checkin(process)
+        if os.environ.get("ULTRON_FRESH_TRIAL_PROCESS") == "1":
+            process.kill()  # the baseline the benchmark compares against: no warm reuse
+        else:
+            _checkin(process)
         status = TrialStatus(answer.pop("status"))
         extra = answer
     extra.setdefault("duration", time.monotonic() - started)

@@ -1,0 +1,1 @@
+"""Measured comparisons; each module runs with ``python -m benchmarks.<name>``."""
