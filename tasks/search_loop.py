@@ -146,10 +146,8 @@ def search_loop(
     if state.algorithm and hasattr(strategy, "load_state_dict"):
         strategy.load_state_dict(state.algorithm)
     scratch = scratch_dir(job_id)
-    dask = resources.cluster.client
-    dask.run(warm_up, str(env.python), spec.model, str(scratch / "logs"))
     dispatcher = TrialDispatcher(
-        dask,
+        resources.cluster.client,
         store,
         spec=spec,
         env=env,
