@@ -20,7 +20,6 @@ import shlex
 import shutil
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from collections.abc import Iterator
@@ -28,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeAlias
 
+from ultron.code_archive import safe_extract
 from ultron.errors import CodeBaseError
 
 __all__ = [
@@ -47,7 +47,6 @@ READY_MARKER = "ready.json"
 _BUILD_OUTPUTS = frozenset({"build", "dist"})
 _JUNK = frozenset({"__pycache__", ".git"})  # .git is a file in git worktrees
 _LOG_TAIL_LINES = 30
-_MAX_LINK_HOPS = 40
 _CHUNK = 1 << 20
 
 
@@ -145,110 +144,6 @@ def _walk(root: Path) -> list[str]:
             if name not in skipped and (is_link or name in filenames):
                 found.append((prefix / name).as_posix())
     return sorted(found)
-
-
-def safe_extract(archive: str | Path, dest: str | Path) -> None:
-    """Extract a code base archive into ``dest``, after checking every member.
-
-    Nothing is extracted when any member has an absolute path or a ``..`` component, lies
-    under a symlink of the archive, is a symlink or hardlink whose target resolves outside
-    ``dest`` (following the archive's own symlinks), or is a device, fifo or other special file.
-
-    Args:
-        archive: a tar archive, compressed or not.
-        dest: an empty or missing folder; it is created.
-
-    Raises:
-        CodeBaseError: the archive is unreadable or unsafe, or ``dest`` is not empty.
-    """
-    archive, dest = Path(archive), Path(dest)
-    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
-        raise CodeBaseError(
-            f"dest is {str(dest)!r}, which is not an empty folder; the archive must be "
-            "extracted into a new or empty folder. Fix: pass a folder that does not exist yet"
-        )
-    try:
-        with tarfile.open(archive, "r:*") as tar:
-            members = tar.getmembers()
-            _check_members(archive, members)
-            dest.mkdir(parents=True, exist_ok=True)
-            if hasattr(tarfile, "data_filter"):  # Python 3.11.4+: a second line of defence
-                tar.extractall(dest, filter="data")
-            else:  # pragma: no cover - only before Python 3.11.4
-                tar.extractall(dest)
-    except (tarfile.TarError, OSError, EOFError) as exc:
-        raise CodeBaseError(
-            f"code base archive {str(archive)!r} cannot be extracted ({exc}); it must be a "
-            "readable tar archive. Fix: rebuild it with `tar -czf code.tar.gz -C <parent> "
-            "<project folder>`"
-        ) from exc
-
-
-def _check_members(archive: Path, members: list[tarfile.TarInfo]) -> None:
-    links = {_parts(member.name): member.linkname for member in members if member.issym()}
-    for member in members:
-        problem = _member_problem(member, links)
-        if problem is not None:
-            raise CodeBaseError(
-                f"code base archive {str(archive)!r} holds member {member.name!r}, which "
-                f"{problem}; an archive may only hold files, folders and links that stay "
-                "inside it, and nothing was extracted. Fix: rebuild it from the project "
-                "folder with `tar -czf code.tar.gz -C <parent> <project folder>`, without "
-                "absolute paths, '..', special files or links that point outside it"
-            )
-
-
-def _parts(name: str) -> tuple[str, ...]:
-    return tuple(part for part in name.split("/") if part not in ("", "."))
-
-
-def _member_problem(member: tarfile.TarInfo, links: dict[tuple[str, ...], str]) -> str | None:
-    """Why ``member`` is unsafe to extract, or None."""
-    if member.name.startswith("/"):
-        return "has an absolute path"
-    if ".." in member.name.split("/"):
-        return "has a '..' component"
-    if not (member.isreg() or member.isdir() or member.issym() or member.islnk()):
-        return "is a device, fifo or other special file"
-    parts = _parts(member.name)
-    for end in range(1, len(parts)):
-        if parts[:end] in links:
-            return f"lies under the symlink {'/'.join(parts[:end])!r}"
-    if not (member.issym() or member.islnk()):
-        return None
-    kind = "symlink" if member.issym() else "hardlink"
-    if not parts:
-        return f"is a {kind} without a name"
-    # A symlink's target is relative to its folder, a hardlink's to the archive's top.
-    start = parts[:-1] if member.issym() else ()
-    target = member.linkname
-    if target.startswith("/") or _resolve((*start, *target.split("/")), links) is None:
-        return f"is a {kind} to {target!r}, which resolves outside the destination"
-    return None
-
-
-def _resolve(parts: tuple[str, ...], links: dict[tuple[str, ...], str]) -> tuple[str, ...] | None:
-    """Resolve a path inside the archive through its symlinks; None when it leaves the top."""
-    pending, hops = list(parts), 0
-    resolved: list[str] = []
-    while pending:
-        part = pending.pop(0)
-        if part in ("", "."):
-            continue
-        if part == "..":
-            if not resolved:
-                return None
-            resolved.pop()
-            continue
-        resolved.append(part)
-        target = links.get(tuple(resolved))
-        if target is not None:
-            hops += 1
-            if hops > _MAX_LINK_HOPS or target.startswith("/"):
-                return None
-            resolved.pop()
-            pending[:0] = target.split("/")
-    return tuple(resolved)
 
 
 def find_project_root(directory: str | Path, *, label: str | None = None) -> Path:

@@ -74,9 +74,14 @@ def _free_port() -> int:
 
 
 def _server_pid(url: str, *, timeout_s: float = 1.0) -> int | None:
-    """Returns the ``process_id`` of the server at ``url``, or None if it does not answer."""
+    """Returns the ``process_id`` of the server at ``url``, or None if it does not serve yet.
+
+    ``PING`` comes first: a server still loading its append-only file answers ``INFO`` but
+    refuses commands (``LOADING``), and must not count as ready.
+    """
     client = redis.Redis.from_url(url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s)
     try:
+        client.ping()
         info: dict[str, Any] = client.info("server")
         return int(info["process_id"])
     except (redis.RedisError, OSError, KeyError, ValueError):

@@ -55,13 +55,14 @@ class WarmProcess:
 
     def _receive(self, timeout: float | None) -> dict[str, Any]:
         try:
-            if not self.conn.poll(timeout):
-                raise TimeoutError
-            message: dict[str, Any] = self.conn.recv()
-            return message
+            ready = self.conn.poll(timeout)
+            message: dict[str, Any] = self.conn.recv() if ready else {}
         except (EOFError, OSError) as exc:
             code = self.proc.wait(timeout=10)
             raise ProcessDied(_describe_exit(code)) from exc
+        if not ready:  # raised out here: TimeoutError is an OSError
+            raise TimeoutError
+        return message
 
     def call(self, message: dict[str, Any], timeout: float | None) -> dict[str, Any]:
         """Send one request and wait for its answer; TimeoutError or ProcessDied otherwise."""

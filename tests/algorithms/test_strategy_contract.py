@@ -28,7 +28,7 @@ STRATEGIES: dict[str, dict[str, Any]] = {
     "grid": {"points": 4},
     "tpe": {"n_startup_trials": 4},
     "cmaes": {"n_startup_trials": 2},
-    "gp": {"n_startup_trials": 4},
+    "gp": {"n_startup_trials": 8},
     "qmc": {},
     "reinforce": {"learning_rate": 0.2},
     "evolution": {"population_size": 6, "sample_size": 3},
@@ -64,6 +64,11 @@ def objective(config: dict[str, Any]) -> float:
     )
 
 
+def params(names: list[str]) -> list[Any]:
+    """The strategy names as pytest params; the GP sampler (seconds per ask on CPU) is slow."""
+    return [pytest.param(n, marks=pytest.mark.slow) if n == "gp" else n for n in names]
+
+
 def make(name: str, *, seed: int = 0, space: SearchSpace = SPACE, **extra: Any) -> Any:
     options = {**STRATEGIES.get(name, {}), **extra}
     return resolve_strategy(name)(space, seed=seed, direction="minimize", **options)
@@ -84,7 +89,7 @@ def test_every_builtin_name_is_in_the_contract_suite() -> None:
     assert set(BUILTIN_STRATEGIES) - {"optuna"} <= set(STRATEGIES)
 
 
-@pytest.mark.parametrize("name", list(STRATEGIES))
+@pytest.mark.parametrize("name", params(list(STRATEGIES)))
 def test_candidates_lie_inside_the_space_and_are_distinct_in_a_batch(name: str) -> None:
     algo = make(name)
     for batch_size in (5, 1, 7):
@@ -95,7 +100,7 @@ def test_candidates_lie_inside_the_space_and_are_distinct_in_a_batch(name: str) 
         algo.update_state(batch, [objective(c) for c in batch])
 
 
-@pytest.mark.parametrize("name", list(STRATEGIES))
+@pytest.mark.parametrize("name", params(list(STRATEGIES)))
 def test_failed_trials_are_tolerated(name: str) -> None:
     algo = make(name)
     batch = algo.sample_hyperparameter_candidates(4)
@@ -103,21 +108,21 @@ def test_failed_trials_are_tolerated(name: str) -> None:
     assert all(SPACE.contains(c) for c in algo.sample_hyperparameter_candidates(3))
 
 
-@pytest.mark.parametrize("name", list(STRATEGIES))
+@pytest.mark.parametrize("name", params(list(STRATEGIES)))
 def test_same_seed_gives_the_same_candidates(name: str) -> None:
     first = drive(make(name, seed=7), rounds=4, n=3, score=objective)
     second = drive(make(name, seed=7), rounds=4, n=3, score=objective)
     assert [canonical(c) for c in first] == [canonical(c) for c in second]
 
 
-@pytest.mark.parametrize("name", [n for n in STRATEGIES if n != "grid"])
+@pytest.mark.parametrize("name", params([n for n in STRATEGIES if n != "grid"]))
 def test_different_seeds_give_different_candidates(name: str) -> None:
     first = drive(make(name, seed=1), rounds=2, n=3, score=objective)
     second = drive(make(name, seed=2), rounds=2, n=3, score=objective)
     assert [canonical(c) for c in first] != [canonical(c) for c in second]
 
 
-@pytest.mark.parametrize("name", list(STRATEGIES))
+@pytest.mark.parametrize("name", params(list(STRATEGIES)))
 def test_state_round_trip_gives_the_same_next_candidates(name: str) -> None:
     algo = make(name, seed=3)
     drive(algo, rounds=3, n=3, score=objective)
@@ -133,7 +138,7 @@ def test_state_round_trip_gives_the_same_next_candidates(name: str) -> None:
     assert [canonical(c) for c in actual] == [canonical(c) for c in expected]
 
 
-@pytest.mark.parametrize("name", list(STRATEGIES))
+@pytest.mark.parametrize("name", params(list(STRATEGIES)))
 def test_asynchronous_use_with_outstanding_candidates(name: str) -> None:
     """The async master asks one at a time and reports out of order, one at a time."""
     algo = make(name)
@@ -145,7 +150,7 @@ def test_asynchronous_use_with_outstanding_candidates(name: str) -> None:
     assert all(SPACE.contains(c) for c in outstanding)
 
 
-@pytest.mark.parametrize("name", [n for n in STRATEGIES if n != "grid"])
+@pytest.mark.parametrize("name", params([n for n in STRATEGIES if n != "grid"]))
 def test_no_duplicates_in_a_small_discrete_space(name: str) -> None:
     space = SearchSpace({"a": Choice((1, 2, 3)), "b": Choice(("x", "y"))})
     algo = make(name, space=space)

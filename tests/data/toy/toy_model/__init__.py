@@ -1,0 +1,51 @@
+"""Tiny models for ultron's tests.
+
+Every ``score`` call appends one line to the file named by ``TOY_CALLS_FILE`` (when set), so a
+test can count how often each configuration was really trained.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+
+import ultron
+
+
+def _record(hyperparameters: dict) -> None:
+    path = os.environ.get("TOY_CALLS_FILE")
+    if path:
+        with open(path, "a") as handle:
+            handle.write(json.dumps(hyperparameters, sort_keys=True) + "\n")
+
+
+class Quadratic:
+    """Loss (x - 2)^2 + y, with a few reports along the way."""
+
+    def score(self, hyperparameters: dict, checkpoint_path: str, resume: bool) -> float:
+        _record(hyperparameters)
+        loss = (float(hyperparameters["x"]) - 2.0) ** 2 + float(hyperparameters.get("y", 0.0))
+        for step in range(3):
+            ultron.report(step, loss=loss + 1.0 / (step + 1))
+        return loss
+
+
+class Behaves:
+    """Does what ``hyperparameters["behaviour"]`` says: ok, raise, nan, exit, hang, no_metric."""
+
+    def score(self, hyperparameters: dict, checkpoint_path: str, resume: bool) -> dict:
+        _record(hyperparameters)
+        behaviour = hyperparameters["behaviour"]
+        if behaviour == "raise":
+            raise ValueError("this configuration always fails")
+        if behaviour == "exit":
+            os._exit(1)
+        if behaviour == "hang":
+            time.sleep(3600)
+        if behaviour == "nan":
+            return {"loss": math.nan}
+        if behaviour == "no_metric":
+            return {"accuracy": 1.0}
+        return {"loss": float(hyperparameters.get("x", 1.0)), "pid": float(os.getpid())}

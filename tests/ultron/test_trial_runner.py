@@ -1,0 +1,110 @@
+"""Trials in warm processes: reuse, user errors, crashes, timeouts, reports.
+
+These call the Dask task function ``run_trial`` directly in this process, so the trial
+processes are real children of the test, as they would be of a Dask worker.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from ultron.trial import TrialRequest, TrialStatus
+from ultron.trial_runner import run_trial, shutdown_processes
+
+TOY = Path(__file__).parents[1] / "data" / "toy"
+
+
+@pytest.fixture(autouse=True)
+def _toy_on_path(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    # The trial processes inherit the environment: here the toy package comes from PYTHONPATH
+    # instead of an installed trial environment, which tests/ultron/test_environment.py covers.
+    monkeypatch.setenv("PYTHONPATH", f"{TOY}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    yield
+    shutdown_processes()
+
+
+def _request(tmp_path: Path, redis_url: str, behaviour: str, **extra: Any) -> dict[str, Any]:
+    trial_id = extra.pop("trial_id", behaviour)
+    return TrialRequest(
+        job_id="runner-test",
+        trial_id=trial_id,
+        hyperparameters={"behaviour": behaviour, "x": 3.0},
+        model="toy_model:Behaves",
+        python=sys.executable,
+        metric="loss",
+        seed=1,
+        checkpoint_path=str(tmp_path / "ckpt" / trial_id),
+        log_path=str(tmp_path / "logs" / f"{trial_id}.log"),
+        redis_url=redis_url,
+        **extra,
+    ).to_dict()
+
+
+def test_ok_trials_reuse_one_warm_process(tmp_path: Path, redis_url: str) -> None:
+    first = run_trial(_request(tmp_path, redis_url, "ok", trial_id="a"))
+    second = run_trial(_request(tmp_path, redis_url, "ok", trial_id="b"))
+    assert first["status"] == second["status"] == TrialStatus.COMPLETED
+    assert first["score"] == 3.0
+    assert first["metrics"]["pid"] == second["metrics"]["pid"]  # no new interpreter
+
+
+def test_user_error_is_recorded_with_traceback_and_process_survives(
+    tmp_path: Path, redis_url: str
+) -> None:
+    ok = run_trial(_request(tmp_path, redis_url, "ok", trial_id="before"))
+    failed = run_trial(_request(tmp_path, redis_url, "raise"))
+    after = run_trial(_request(tmp_path, redis_url, "ok", trial_id="after"))
+    assert failed["status"] == TrialStatus.FAILED
+    assert "ValueError: this configuration always fails" in failed["error"]
+    assert 'raise ValueError("this configuration always fails")' in failed["traceback"]
+    assert after["metrics"]["pid"] == ok["metrics"]["pid"]
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "words"),
+    [("nan", "finite number"), ("no_metric", "without the objective metric 'loss'")],
+)
+def test_unusable_scores_are_user_errors(
+    tmp_path: Path, redis_url: str, behaviour: str, words: str
+) -> None:
+    result = run_trial(_request(tmp_path, redis_url, behaviour))
+    assert result["status"] == TrialStatus.FAILED
+    assert words in result["error"]
+
+
+def test_crash_is_classified_and_the_process_replaced(tmp_path: Path, redis_url: str) -> None:
+    before = run_trial(_request(tmp_path, redis_url, "ok", trial_id="before"))
+    crashed = run_trial(_request(tmp_path, redis_url, "exit"))
+    after = run_trial(_request(tmp_path, redis_url, "ok", trial_id="after"))
+    assert crashed["status"] == TrialStatus.CRASHED
+    assert "exited with code 1" in crashed["error"]
+    assert after["status"] == TrialStatus.COMPLETED
+    assert after["metrics"]["pid"] != before["metrics"]["pid"]
+
+
+def test_timeout_stops_the_trial(tmp_path: Path, redis_url: str) -> None:
+    result = run_trial(_request(tmp_path, redis_url, "hang", timeout=2.0))
+    assert result["status"] == TrialStatus.TIMEOUT
+    assert "trial_timeout" in result["error"]
+    assert run_trial(_request(tmp_path, redis_url, "ok"))["status"] == TrialStatus.COMPLETED
+
+
+def test_reports_reach_redis_and_the_curve(tmp_path: Path, redis_url: str) -> None:
+    request = _request(tmp_path, redis_url, "ok", trial_id="quad")
+    request.update(model="toy_model:Quadratic", hyperparameters={"x": 1.0})
+    result = run_trial(request)
+    assert result["status"] == TrialStatus.COMPLETED and result["score"] == 1.0
+    assert [point["step"] for point in result["curve"]] == [0, 1, 2]
+    client = redis.Redis.from_url(redis_url)
+    stored = [json.loads(v) for v in client.lrange("ultron:job:runner-test:reports:quad", 0, -1)]
+    assert [point["loss"] for point in stored] == [2.0, 1.5, 1.0 + 1 / 3]
+    log = Path(request["log_path"])
+    assert log.exists()
