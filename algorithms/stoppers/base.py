@@ -1,0 +1,129 @@
+"""The stopper interface: a stopper sees a trial's reports and decides how long it runs.
+
+Order of calls, made by the master and nobody else (steps count from 1; a step is one unit of
+resource, usually an epoch):
+
+1. ``on_trial_start(trial_id)`` when a new trial is about to start; returns its
+   :class:`TrialPlan` (the Hyperband bracket it belongs to and its rung resources).
+2. ``on_report(trial_id, step, value)`` for every ``ultron.report`` of the trial, with steps
+   strictly increasing for a trial, across suspensions too. It returns a :class:`Decision`:
+
+   - ``CONTINUE``: let the trial go on;
+   - ``STOP``: the trial is over. ``report`` tells the model to stop (cooperative); the master
+     kills it when it does not listen within a grace period (forced). Then step 4.
+   - ``SUSPEND``: the trial saves its checkpoint and leaves its worker; it is neither over nor
+     running. Only ``poll`` brings it back (``RESUME``) or ends it (``STOP``).
+3. ``poll(free_slots=k, can_start_new=...)`` whenever workers are free (and after decisions):
+   returns :class:`Command` s for suspended trials: ``RESUME`` (restart it with ``resume=True``
+   from its checkpoint, on one of the ``k`` free slots; its next report is the step after the
+   last one) or ``STOP`` (it is over, its checkpoint may go). The master starts new trials on the
+   slots left over. ``can_start_new=False`` says the strategy or budget has nothing new to start,
+   so waiting brackets must make do with the trials they have.
+4. ``on_trial_complete(trial_id)`` when a trial ended, whatever the reason (finished its epochs,
+   failed, stopped). Never called for a suspended trial until it is resumed or stopped.
+
+``state_dict`` may be called between any two calls; ``load_state_dict`` on a fresh instance built
+with the same arguments continues identically. Only the stopper changes its state.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from algorithms.base import Direction
+
+__all__ = ["Command", "Decision", "Stopper", "TrialId", "TrialPlan"]
+
+TrialId = str | int
+
+
+class Decision(StrEnum):
+    """What the master does with a trial after a report, or with a suspended trial on poll."""
+
+    CONTINUE = "continue"
+    STOP = "stop"
+    SUSPEND = "suspend"
+    RESUME = "resume"
+
+
+@dataclass(frozen=True)
+class Command:
+    """A decision about a suspended trial, returned by :meth:`Stopper.poll`."""
+
+    trial_id: TrialId
+    decision: Decision
+
+
+@dataclass(frozen=True)
+class TrialPlan:
+    """Where a new trial stands: its bracket and the resources at which it will be judged.
+
+    Attributes:
+        bracket: the Hyperband bracket (``s`` in Li et al. 2017); 0 for single-bracket stoppers.
+        rungs: the steps at which the stopper ranks the trial, in increasing order.
+        max_resource: the most steps the trial will run.
+    """
+
+    bracket: int
+    rungs: tuple[float, ...]
+    max_resource: int
+
+
+class Stopper(ABC):
+    """Base of the built-in stoppers: direction, resources and the default (no-op) hooks.
+
+    Args:
+        direction: whether reported values are minimized or maximized.
+        min_resource: the fewest steps before any trial may be stopped (grace period).
+        max_resource: the most steps a trial runs; the stopper stops it there.
+    """
+
+    def __init__(
+        self,
+        *,
+        direction: Direction | str = Direction.MINIMIZE,
+        min_resource: int = 1,
+        max_resource: int,
+    ) -> None:
+        if min_resource < 1:
+            raise ValueError(f"min_resource is {min_resource}; it must be at least 1")
+        if max_resource < min_resource:
+            raise ValueError(
+                f"max_resource is {max_resource}; it must be at least min_resource "
+                f"({min_resource}): raise max_resource or lower min_resource"
+            )
+        self.direction = Direction(direction)
+        self.min_resource = min_resource
+        self.max_resource = max_resource
+
+    def on_trial_start(self, trial_id: TrialId) -> TrialPlan:
+        """Register a new trial; returns its plan."""
+        return TrialPlan(bracket=0, rungs=(), max_resource=self.max_resource)
+
+    @abstractmethod
+    def on_report(self, trial_id: TrialId, step: int, value: float) -> Decision:
+        """Judge one report of a running trial."""
+
+    def on_trial_complete(self, trial_id: TrialId) -> None:
+        """The trial ended (finished, failed or stopped); forget or keep what it reported."""
+
+    def poll(self, *, free_slots: int, can_start_new: bool = True) -> list[Command]:
+        """Commands for suspended trials: at most ``free_slots`` resumes, any number of stops."""
+        return []
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue exactly, as JSON-compatible data."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned."""
+
+    def loss(self, value: float) -> float:
+        """The value as a loss (lower is better); a failed report (nan) is the worst loss."""
+        if math.isnan(value):
+            return math.inf
+        return -value if self.direction is Direction.MAXIMIZE else value
