@@ -163,6 +163,7 @@ def run_trial(request_data: dict[str, Any]) -> dict[str, Any]:
         "worker": _worker_name(),
         "log_path": request.log_path,
     }
+    extra: dict[str, Any]
     try:
         answer = process.call(request.to_dict(), timeout=request.timeout)
     except TimeoutError:
@@ -180,6 +181,6 @@ def run_trial(request_data: dict[str, Any]) -> dict[str, Any]:
         status = TrialStatus(answer.pop("status"))
         extra = answer
     extra.setdefault("duration", time.monotonic() - started)
-    curve = extra.pop("curve", [])
+    curve: list[dict[str, Any]] = extra.pop("curve", [])
     result = TrialResult.from_dict({**base, **extra, "status": status})
     return {**result.to_dict(), "curve": curve}

@@ -24,8 +24,12 @@ def _data(seed: int = 0) -> tuple[torch.Tensor, ...]:
     x, y = load_digits(return_X_y=True)
     x = (x / 16.0).astype(np.float32)
     x_tr, x_va, y_tr, y_va = train_test_split(x, y, test_size=0.25, random_state=seed, stratify=y)
-    return (torch.from_numpy(x_tr), torch.from_numpy(y_tr), torch.from_numpy(x_va),
-            torch.from_numpy(y_va))
+    return (
+        torch.from_numpy(x_tr),
+        torch.from_numpy(y_tr),
+        torch.from_numpy(x_va),
+        torch.from_numpy(y_va),
+    )
 
 
 def build_mlp(hidden: int, layers: int, dropout: float) -> nn.Module:
@@ -67,8 +71,15 @@ class Model:
             net.eval()
             with torch.no_grad():
                 accuracy = (net(x_va).argmax(1) == y_va).float().mean().item()
-            torch.save({"net": net.state_dict(), "optimizer": optimizer.state_dict(),
-                        "epoch": epoch, "accuracy": accuracy}, checkpoint)
+            torch.save(
+                {
+                    "net": net.state_dict(),
+                    "optimizer": optimizer.state_dict(),
+                    "epoch": epoch,
+                    "accuracy": accuracy,
+                },
+                checkpoint,
+            )
             if not ultron.report(epoch, accuracy=accuracy):
                 break  # early stopping asked us to stop
         return {"accuracy": accuracy}
