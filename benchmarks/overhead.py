@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import tempfile
+import uuid
 from pathlib import Path
 
 import ultron
@@ -25,13 +26,19 @@ def run_once(trials: int, sleep: float, parallelism: int, *, fresh: bool, storag
         "name": "overhead-fresh" if fresh else "overhead-warm",
         "code": str(HERE / "sleep_model"),
         "model": "sleep_model:Model",
-        "search_space": {"x": {"type": "uniform", "low": 0, "high": 1}, "sleep": [sleep]},
+        # A fresh tag per run: otherwise the score cache answers configurations seen before.
+        "search_space": {
+            "x": {"type": "uniform", "low": 0, "high": 1},
+            "sleep": [sleep],
+            "run": [uuid.uuid4().hex],
+        },
         "num_iterations": trials,
         "parallelism": parallelism,
         "storage": storage,
     }
     result = ultron.run(spec)
     ideal = trials * sleep / parallelism
+    assert result.cache_hits == 0, "the score cache must not answer a benchmark trial"
     search = result.timings["search_loop"]
     total = sum(result.timings.values())
     return {

@@ -14,6 +14,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from multiprocessing.connection import Connection
@@ -98,7 +99,17 @@ _idle: dict[str, list[WarmProcess]] = {}
 _lock = threading.Lock()
 
 
+def _interpreter(python: str) -> str:
+    """The trial environment's interpreter, or this worker's own where it does not exist.
+
+    On a remote cluster (Kubernetes) the worker image has the user's package installed and
+    the environment built on the submitting machine is not there.
+    """
+    return python if os.path.exists(python) else sys.executable
+
+
 def _checkout(python: str, log_path: str) -> WarmProcess:
+    python = _interpreter(python)
     with _lock:
         pool = _idle.setdefault(python, [])
         while pool:
