@@ -1,8 +1,10 @@
 """Orchestration overhead: N trials of a fixed sleep at parallelism P, against the ideal.
 
-The ideal search time is ``N x sleep / P``. The script runs the same job twice, side by side:
-with warm trial processes (the default) and with a fresh interpreter per trial (the baseline
-that isolation would cost without them), and prints the overhead of each as a ratio.
+The ideal search time is ``N x sleep / P``. The script runs the same job side by side with
+warm trial processes (the default) in the batch loop and in the async loop, and with a fresh
+interpreter per trial (the baseline that isolation would cost without warm processes), and
+prints the overhead of each as a ratio to the ideal. The search time is the ``search_loop``
+task's; the whole job adds the cluster start-up and Prefect's own.
 
     python -m benchmarks.overhead --trials 200 --sleep 0.5 --parallelism 8
 """
@@ -20,10 +22,13 @@ import ultron
 HERE = Path(__file__).parent
 
 
-def run_once(trials: int, sleep: float, parallelism: int, *, fresh: bool, storage: str) -> dict:
+def run_once(
+    trials: int, sleep: float, parallelism: int, *, fresh: bool, loop: str, storage: str
+) -> dict:
     os.environ["ULTRON_FRESH_TRIAL_PROCESS"] = "1" if fresh else "0"
     spec = {
-        "name": "overhead-fresh" if fresh else "overhead-warm",
+        "name": f"overhead-{loop}-{'fresh' if fresh else 'warm'}",
+        "loop": loop,
         "code": str(HERE / "sleep_model"),
         "model": "sleep_model:Model",
         # A fresh tag per run: otherwise the score cache answers configurations seen before.
@@ -57,6 +62,7 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=200)
     parser.add_argument("--sleep", type=float, default=0.5)
     parser.add_argument("--parallelism", type=int, default=8)
+    parser.add_argument("--loops", nargs="+", default=["batch", "async"])
     parser.add_argument("--skip-baseline", action="store_true")
     args = parser.parse_args()
     storage = tempfile.mkdtemp(prefix="ultron-overhead-")
@@ -69,10 +75,10 @@ def main() -> None:
         f"\nN={args.trials} trials of {args.sleep} s at P={args.parallelism}; "
         f"ideal search time {rows[0]['ideal']:.2f} s ({os.cpu_count()} CPU cores)"
     )
-    print(f"{'mode':<28}{'search s':>10}{'ratio':>8}{'overhead':>10}{'whole job s':>13}")
+    print(f"{'mode':<34}{'search s':>10}{'ratio':>8}{'overhead':>10}{'whole job s':>13}")
     for row in rows:
         print(
-            f"{row['mode']:<28}{row['search']:>10.2f}{row['search'] / row['ideal']:>8.3f}"
+            f"{row['mode']:<34}{row['search']:>10.2f}{row['search'] / row['ideal']:>8.3f}"
             f"{row['overhead']:>10.1%}{row['total']:>13.2f}"
         )
     for row in rows:

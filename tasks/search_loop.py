@@ -1,13 +1,12 @@
 """Task 3 of a job: the master (paper V-E). Sample, score on Dask, update, checkpoint, repeat.
 
-Each round samples up to ``parallelism`` candidates, answers those already scored from the
-score cache, runs the rest as trials, hands every score back to the strategy, and writes the
-trial table and the strategy's state to Redis, so a restarted master picks up from there.
+The task sets up the master's parts (strategy, restored state, dispatcher, score cache) and
+runs one of the loops of :mod:`ultron.master`; the trial table and the strategy's state are in
+Redis after every update, so a restarted master picks up from there.
 """
 
 from __future__ import annotations
 
-import math
 import time
 from typing import Any
 
@@ -16,18 +15,18 @@ from prefect import get_run_logger, task
 from prefect.artifacts import create_progress_artifact, update_progress_artifact
 from prefect.cache_policies import NONE
 
-from algorithms.space import Config, canonical
 from tasks.acquire_resources import JobResources
 from ultron.dispatcher import TrialDispatcher
 from ultron.environment import TrialEnvironment
 from ultron.job_state import JobState, JobStore
+from ultron.master import Master
 from ultron.paths import scratch_dir
 from ultron.progress import ProgressEvent, emit
 from ultron.results import best_trial
 from ultron.score_cache import ScoreCache
 from ultron.spec import JobSpec
 from ultron.strategy import build_strategy
-from ultron.trial import TrialResult, TrialStatus
+from ultron.trial import TrialResult
 
 __all__ = ["search_loop"]
 
@@ -77,60 +76,12 @@ def _artifact_key(job_id: str, what: str) -> str:
     return f"{safe}-{what}"[:100]
 
 
-def _score_round(
-    ids: list[str],
-    candidates: list[Config],
-    *,
-    cache: ScoreCache,
-    dispatcher: TrialDispatcher,
-    state: JobState,
-    progress: _Progress,
-) -> list[TrialResult]:
-    """Score one round: cache hits at once, one trial per distinct new configuration."""
-    results: dict[str, TrialResult] = {}
-    first_of: dict[str, str] = {}  # canonical config -> the trial that trains it this round
-    for trial_id, config, hit in zip(ids, candidates, cache.get_many(candidates), strict=True):
-        key = canonical(config)
-        if hit is not None:
-            results[trial_id] = _cached(trial_id, config, hit)
-        elif key not in first_of:
-            first_of[key] = trial_id
-            dispatcher.start(dispatcher.request(trial_id, config))
-    while dispatcher.in_flight:
-        result, curve = dispatcher.wait_one()
-        results[result.trial_id] = result
-        state.curves[result.trial_id] = curve
-        if result.status is TrialStatus.COMPLETED:
-            cache.put(
-                result.hyperparameters,
-                {
-                    "score": result.score,
-                    "metrics": result.metrics,
-                    "job_id": state.job_id,
-                    "trial_id": result.trial_id,
-                },
-            )
-        progress.update(state, dispatcher.in_flight, result)
-    for trial_id, config in zip(ids, candidates, strict=True):
-        if trial_id not in results:  # a repeat within the round: answered by its first trial
-            first = results[first_of[canonical(config)]]
-            results[trial_id] = (
-                _cached(trial_id, config, {"score": first.score, "metrics": first.metrics})
-                if first.status is TrialStatus.COMPLETED
-                else first
-            )
-    return [results[trial_id] for trial_id in ids]
-
-
-def _cached(trial_id: str, config: Config, hit: dict[str, Any]) -> TrialResult:
-    return TrialResult(
-        trial_id,
-        config,
-        TrialStatus.CACHED,
-        score=hit["score"],
-        metrics=hit.get("metrics", {}),
-        attempts=0,
-    )
+def _check_lease(resources: JobResources, job_id: str) -> None:
+    if resources.keeper.lost:
+        raise RuntimeError(
+            f"job {job_id} lost its resource lease (it stalled past the lease TTL); "
+            "rerun it with the same job id to resume"
+        )
 
 
 @task(name="search-loop", task_run_name="search-loop-{job_id}", cache_policy=NONE)
@@ -155,33 +106,19 @@ def search_loop(
         scratch=str(scratch),
         resources=resources.cluster.resources,
     )
-    cache = ScoreCache(client, code_hash=env.code_hash)
-    progress = _Progress(spec, job_id)
-    while len(state.trials) < spec.num_iterations:
-        if resources.keeper.lost:
-            raise RuntimeError(f"job {job_id} lost its resource lease; rerun it to resume")
-        wanted = min(spec.parallelism, spec.num_iterations - len(state.trials))
-        candidates = list(strategy.sample_hyperparameter_candidates(wanted))[:wanted]
-        if not candidates:
-            logger.info("the strategy has no more candidates after %d trials", len(state.trials))
-            break
-        ids = [f"{state.next_trial + i:04d}" for i in range(len(candidates))]
-        state.next_trial += len(candidates)
-        results = _score_round(
-            ids, candidates, cache=cache, dispatcher=dispatcher, state=state, progress=progress
-        )
-        state.trials.extend(results)
-        strategy.update_state(candidates, [_score(r) for r in results])
-        if hasattr(strategy, "state_dict"):
-            state.algorithm = strategy.state_dict()
-        store.save(state)
-        for r in results:
-            if r.status is TrialStatus.FAILED:
-                logger.warning("trial %s failed: %s", r.trial_id, r.error)
-        progress.update(state, 0)
+    master = Master(
+        spec=spec,
+        strategy=strategy,
+        cache=ScoreCache(client, code_hash=env.code_hash),
+        dispatcher=dispatcher,
+        store=store,
+        state=state,
+        on_result=_Progress(spec, job_id).update,
+        check=lambda: _check_lease(resources, job_id),
+    )
+    if spec.loop == "async":
+        master.run_async()
+    else:
+        master.run_batch()
     logger.info("search done: %d trials", len(state.trials))
     return state
-
-
-def _score(result: TrialResult) -> float:
-    return float(result.score) if result.status.ok and result.score is not None else math.nan

@@ -162,6 +162,11 @@ class JobSpec(_Strict):
         default_factory=dict, description="Keyword arguments for the strategy."
     )
     num_iterations: int = Field(default=20, ge=1, description="Budget: number of trials.")
+    loop: Literal["batch", "async"] = Field(
+        default="batch",
+        description="batch: rounds of parallelism trials (reproducible); async: a new trial "
+        "as soon as a worker is free.",
+    )
     parallelism: int = Field(default=1, ge=1, description="Trials that run at the same time.")
     objective: Objective = Field(default_factory=Objective, description="Metric and direction.")
     resources: Resources = Field(default_factory=Resources, description="Per-trial resources.")

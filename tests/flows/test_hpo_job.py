@@ -63,8 +63,9 @@ def test_quickstart_end_to_end(tmp_path: Path, redis_url: str) -> None:
     assert client.hget(f"ultron:job:{result.job_id}", "status") == b"completed"
 
 
+@pytest.mark.parametrize("loop", ["batch", "async"])
 def test_small_space_trains_each_configuration_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, loop: str
 ) -> None:
     calls = tmp_path / "calls.txt"
     monkeypatch.setenv("TOY_CALLS_FILE", str(calls))
@@ -77,6 +78,7 @@ def test_small_space_trains_each_configuration_once(
             "search_space": {"x": [0, 1, 2, 3], "tag": [tag]},
             "num_iterations": 10,
             "parallelism": 2,
+            "loop": loop,
             "storage": str(tmp_path / "runs"),
         }  # no redis_url: the embedded server
     )

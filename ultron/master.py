@@ -1,0 +1,174 @@
+"""The master's loops (paper V-E): sample, score, update, checkpoint, until the budget is spent.
+
+Two loops over the same parts:
+
+- **batch** (the paper's, the default): sample ``parallelism`` candidates, wait for all of
+  them, update the strategy once. With a fixed seed the whole trial table is reproducible.
+- **async**: hand a new candidate to a worker as soon as one is free and update the strategy
+  with each result, so a slow trial never leaves workers idle.
+
+Either way a configuration already scored is answered by the score cache, a configuration
+already in flight waits for that trial instead of training again, and the trial table and the
+strategy's state are written to Redis after every update.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from algorithms.base import HPOAlgorithm
+from algorithms.space import Config, canonical
+from ultron.dispatcher import TrialDispatcher
+from ultron.job_state import JobState, JobStore
+from ultron.score_cache import ScoreCache
+from ultron.spec import JobSpec
+from ultron.trial import TrialResult, TrialStatus
+
+__all__ = ["Master"]
+
+logger = logging.getLogger(__name__)
+
+OnResult = Callable[[JobState, int, "TrialResult | None"], None]
+
+
+def _score(result: TrialResult) -> float:
+    return float(result.score) if result.status.ok and result.score is not None else math.nan
+
+
+@dataclass
+class Master:
+    """Runs one job's search with its strategy, cache, dispatcher and stored state."""
+
+    spec: JobSpec
+    strategy: HPOAlgorithm
+    cache: ScoreCache
+    dispatcher: TrialDispatcher
+    store: JobStore
+    state: JobState
+    on_result: OnResult = lambda state, running, last: None
+    check: Callable[[], None] = lambda: None  # raises to abort the search (e.g. a lost lease)
+    _waiting: dict[str, list[tuple[str, Config]]] = field(default_factory=dict)
+
+    @property
+    def budget_left(self) -> int:
+        return self.spec.num_iterations - len(self.state.trials)
+
+    def _new_id(self) -> str:
+        trial_id = f"{self.state.next_trial:04d}"
+        self.state.next_trial += 1
+        return trial_id
+
+    def _launch(
+        self, trial_id: str, config: Config, hit: dict[str, Any] | None
+    ) -> TrialResult | None:
+        """Start a trial, or answer it now (cache hit); a repeat of a running one waits."""
+        if hit is not None:
+            return TrialResult(
+                trial_id,
+                config,
+                TrialStatus.CACHED,
+                score=hit["score"],
+                metrics=hit.get("metrics", {}),
+                attempts=0,
+            )
+        key = canonical(config)
+        if key in self._waiting:
+            self._waiting[key].append((trial_id, config))
+        else:
+            self._waiting[key] = []
+            self.dispatcher.start(self.dispatcher.request(trial_id, config))
+        return None
+
+    def _finish(self) -> list[TrialResult]:
+        """Wait for one trial; returns it and the repeats that waited for it."""
+        result, curve = self.dispatcher.wait_one()
+        self.state.curves[result.trial_id] = curve
+        if result.status is TrialStatus.COMPLETED:
+            self.cache.put(
+                result.hyperparameters,
+                {
+                    "score": result.score,
+                    "metrics": result.metrics,
+                    "job_id": self.state.job_id,
+                    "trial_id": result.trial_id,
+                },
+            )
+        if result.status is TrialStatus.FAILED:
+            logger.warning("trial %s failed: %s", result.trial_id, result.error)
+        done = [result]
+        for trial_id, config in self._waiting.pop(canonical(result.hyperparameters), []):
+            done.append(
+                TrialResult(
+                    trial_id,
+                    config,
+                    TrialStatus.CACHED,
+                    score=result.score,
+                    metrics=result.metrics,
+                    attempts=0,
+                )
+                if result.status is TrialStatus.COMPLETED
+                else TrialResult.from_dict({**result.to_dict(), "trial_id": trial_id})
+            )
+        for r in done:
+            self.on_result(self.state, self.dispatcher.in_flight, r)
+        return done
+
+    def _commit(self, candidates: list[Config], results: list[TrialResult]) -> None:
+        """Hand scores to the strategy and checkpoint the state."""
+        self.state.trials.extend(results)
+        self.strategy.update_state(candidates, [_score(r) for r in results])
+        if hasattr(self.strategy, "state_dict"):
+            self.state.algorithm = self.strategy.state_dict()
+        self.store.save(self.state)
+
+    def run_batch(self) -> None:
+        """The paper's loop: rounds of ``parallelism`` candidates."""
+        while self.budget_left > 0:
+            self.check()
+            wanted = min(self.spec.parallelism, self.budget_left)
+            candidates = list(self.strategy.sample_hyperparameter_candidates(wanted))[:wanted]
+            if not candidates:
+                logger.info("the strategy has no more candidates")
+                return
+            ids = [self._new_id() for _ in candidates]
+            results: dict[str, TrialResult] = {}
+            for trial_id, config, hit in zip(
+                ids, candidates, self.cache.get_many(candidates), strict=True
+            ):
+                answered = self._launch(trial_id, config, hit)
+                if answered is not None:
+                    results[trial_id] = answered
+            while self.dispatcher.in_flight:
+                results.update((r.trial_id, r) for r in self._finish())
+            self._commit(candidates, [results[trial_id] for trial_id in ids])
+
+    def run_async(self) -> None:
+        """Keep ``parallelism`` trials running; update the strategy with each result."""
+        launched = len(self.state.trials)
+        exhausted = False
+        pending: dict[str, Config] = {}
+        while True:
+            while (
+                not exhausted
+                and launched < self.spec.num_iterations
+                and (self.dispatcher.in_flight < self.spec.parallelism)
+            ):
+                candidates = list(self.strategy.sample_hyperparameter_candidates(1))[:1]
+                if not candidates:
+                    exhausted = True
+                    break
+                config, trial_id = candidates[0], self._new_id()
+                launched += 1
+                answered = self._launch(trial_id, config, self.cache.get_many([config])[0])
+                if answered is not None:
+                    self._commit([config], [answered])
+                else:
+                    pending[trial_id] = config
+            if not pending:
+                return
+            for result in self._finish():
+                self._commit([pending.pop(result.trial_id)], [result])
