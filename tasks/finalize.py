@@ -57,6 +57,7 @@ def finalize(
             "job_id": job_id,
             "status": str(state.status),
             "error": error,
+            "timings": timings or {},
             "spec": spec.model_dump(mode="json"),
         },
     )
