@@ -116,7 +116,11 @@ class ReinforceSearch(SearchAlgorithm):
             for attempt in range(_MAX_REDRAWS + 1):
                 config = self._decode(self._draw_indices())
                 key = canonical(config)
-                if key not in seen or attempt == _MAX_REDRAWS or len(seen) >= self.search_space.size:
+                if (
+                    key not in seen
+                    or attempt == _MAX_REDRAWS
+                    or len(seen) >= self.search_space.size
+                ):
                     break
             seen.add(key)
             batch.append(config)

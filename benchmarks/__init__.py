@@ -1,1 +1,1 @@
-"""Measured comparisons; each module runs with ``python -m benchmarks.<name>``."""
+"""Measured comparisons of ultron's strategies and stoppers; ``python -m benchmarks.run_all``."""

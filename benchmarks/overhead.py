@@ -66,11 +66,10 @@ def main() -> None:
     parser.add_argument("--skip-baseline", action="store_true")
     args = parser.parse_args()
     storage = tempfile.mkdtemp(prefix="ultron-overhead-")
-    rows = [run_once(args.trials, args.sleep, args.parallelism, fresh=False, storage=storage)]
+    shape = (args.trials, args.sleep, args.parallelism)
+    rows = [run_once(*shape, fresh=False, loop=loop, storage=storage) for loop in args.loops]
     if not args.skip_baseline:
-        rows.append(
-            run_once(args.trials, args.sleep, args.parallelism, fresh=True, storage=storage)
-        )
+        rows.append(run_once(*shape, fresh=True, loop="batch", storage=storage))
     print(
         f"\nN={args.trials} trials of {args.sleep} s at P={args.parallelism}; "
         f"ideal search time {rows[0]['ideal']:.2f} s ({os.cpu_count()} CPU cores)"

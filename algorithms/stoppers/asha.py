@@ -17,7 +17,15 @@ from enum import StrEnum
 from typing import Any
 
 from algorithms.base import Direction
-from algorithms.stoppers.base import Command, Decision, Stopper, TrialId, TrialPlan
+from algorithms.stoppers.base import (
+    Command,
+    Decision,
+    Stopper,
+    TrialId,
+    TrialPlan,
+    decode_loss,
+    encode_loss,
+)
 from algorithms.stoppers.budgets import asha_rungs
 
 __all__ = ["ASHA", "AshaMode"]
@@ -67,16 +75,16 @@ class ASHA(Stopper):
             bracket=bracket,
         )
         # rung index -> {trial: loss}, in arrival order; and trials promoted out of each rung
-        self._recorded: list[dict[str, float]] = [{} for _ in self.rungs]
-        self._promoted: list[list[str]] = [[] for _ in self.rungs]
-        self._next_rung: dict[str, int] = {}
+        self._recorded: list[dict[TrialId, float]] = [{} for _ in self.rungs]
+        self._promoted: list[list[TrialId]] = [[] for _ in self.rungs]
+        self._next_rung: dict[TrialId, int] = {}
 
     def on_trial_start(self, trial_id: TrialId) -> TrialPlan:
-        self._next_rung[str(trial_id)] = 0
+        self._next_rung[trial_id] = 0
         return TrialPlan(bracket=0, rungs=tuple(self.rungs), max_resource=self.max_resource)
 
     def on_report(self, trial_id: TrialId, step: int, value: float) -> Decision:
-        key = str(trial_id)
+        key = trial_id
         k = self._next_rung.setdefault(key, 0)
         if k >= len(self.rungs) or step < self.rungs[k]:
             return Decision.CONTINUE
@@ -90,25 +98,27 @@ class ASHA(Stopper):
         if k == len(self.rungs) - 1:
             return Decision.STOP  # finished at max_resource
         if self._in_top(k, key):
+            # Promoting the trial that just arrived saves a suspend and a resume; the published
+            # algorithm would promote it on the next free worker anyway.
             self._promoted[k].append(key)
             return Decision.CONTINUE
         return Decision.SUSPEND if self.mode is AshaMode.PROMOTION else Decision.STOP
 
-    def _in_top(self, k: int, key: str) -> bool:
+    def _in_top(self, k: int, key: TrialId) -> bool:
         recorded = self._recorded[k]
         if self.mode is AshaMode.STOPPING:
             keep = math.ceil(len(recorded) / self.reduction_factor)
             return _rank(recorded, key) < keep
         return key in self._promotable(k)
 
-    def _promotable(self, k: int) -> list[str]:
+    def _promotable(self, k: int) -> list[TrialId]:
         """Published ASHA: the top floor(n/eta) of rung k, minus those already promoted."""
         recorded = self._recorded[k]
         top = sorted(recorded, key=lambda t: recorded[t])[: len(recorded) // self.reduction_factor]
         return [t for t in top if t not in self._promoted[k] and not math.isinf(recorded[t])]
 
     def on_trial_complete(self, trial_id: TrialId) -> None:
-        self._next_rung[str(trial_id)] = len(self.rungs)
+        self._next_rung[trial_id] = len(self.rungs)
 
     def poll(self, *, free_slots: int, can_start_new: bool = True) -> list[Command]:
         if self.mode is AshaMode.STOPPING:
@@ -124,18 +134,18 @@ class ASHA(Stopper):
 
     def state_dict(self) -> dict[str, Any]:
         return {
-            "recorded": [list(rung.items()) for rung in self._recorded],
+            "recorded": [[[t, encode_loss(v)] for t, v in rung.items()] for rung in self._recorded],
             "promoted": [list(p) for p in self._promoted],
-            "next_rung": dict(self._next_rung),
+            "next_rung": [[t, k] for t, k in self._next_rung.items()],
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self._recorded = [{t: float(v) for t, v in rung} for rung in state["recorded"]]
+        self._recorded = [{t: decode_loss(v) for t, v in rung} for rung in state["recorded"]]
         self._promoted = [list(p) for p in state["promoted"]]
-        self._next_rung = {t: int(k) for t, k in state["next_rung"].items()}
+        self._next_rung = {t: int(k) for t, k in state["next_rung"]}
 
 
-def _rank(losses: dict[str, float], key: str) -> int:
+def _rank(losses: dict[TrialId, float], key: TrialId) -> int:
     """How many recorded losses are strictly better than ``key``'s (ties favour the earlier)."""
     mine = losses[key]
     return sum(1 for t, loss in losses.items() if loss < mine and t != key)

@@ -36,7 +36,15 @@ from typing import Any
 
 from algorithms.base import Direction
 
-__all__ = ["Command", "Decision", "Stopper", "TrialId", "TrialPlan"]
+__all__ = [
+    "Command",
+    "Decision",
+    "Stopper",
+    "TrialId",
+    "TrialPlan",
+    "decode_loss",
+    "encode_loss",
+]
 
 TrialId = str | int
 
@@ -127,3 +135,13 @@ class Stopper(ABC):
         if math.isnan(value):
             return math.inf
         return -value if self.direction is Direction.MAXIMIZE else value
+
+
+def encode_loss(loss: float) -> float | None:
+    """A loss for JSON: the worst loss (infinity, from a failure) becomes ``None``."""
+    return None if math.isinf(loss) else loss
+
+
+def decode_loss(data: float | None) -> float:
+    """The inverse of :func:`encode_loss`."""
+    return math.inf if data is None else float(data)

@@ -95,10 +95,7 @@ def hyperband_brackets(
     for s in range(s_max, -1, -1):
         n = math.ceil((s_max + 1) * eta**s / (s + 1) - 1e-9)
         r = ratio / eta**s
-        rungs = tuple(
-            Rung(n // eta**i, min_resource * r * eta**i)
-            for i in range(s + 1)
-        )
+        rungs = tuple(Rung(n // eta**i, min_resource * r * eta**i) for i in range(s + 1))
         brackets.append(Bracket(s, rungs))
     return brackets
 

@@ -77,13 +77,17 @@ class HillClimbing:
             return {name: domain.sample(self.rng) for name, domain in self.search_space.items()}
         return {
             name: domain.from_unit(
-                float(np.clip(domain.to_unit(self._best[name]) + self._step * self.rng.normal(), 0, 1))
+                float(
+                    np.clip(domain.to_unit(self._best[name]) + self._step * self.rng.normal(), 0, 1)
+                )
             )
             for name, domain in self.search_space.items()
         }
 
     def update_state(
-        self, hyperparameter_candidates: Sequence[dict[str, Any]], validation_scores: Sequence[float]
+        self,
+        hyperparameter_candidates: Sequence[dict[str, Any]],
+        validation_scores: Sequence[float],
     ) -> None:
         improved = False
         for config, score in zip(hyperparameter_candidates, validation_scores, strict=True):
