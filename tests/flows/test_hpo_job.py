@@ -60,7 +60,10 @@ def test_quickstart_end_to_end(tmp_path: Path, redis_url: str) -> None:
     limiter = ResourceLimiter(client, max_units=default_max_units())
     assert limiter.in_use() == 0
     assert list(client.scan_iter(match=f"ultron:job:{result.job_id}:*")) == []
-    assert client.hget(f"ultron:job:{result.job_id}", "status") == b"completed"
+    saved = client.hgetall(f"ultron:job:{result.job_id}")  # what a restarted master reads
+    assert saved[b"status"] == b"completed"
+    assert len(json.loads(saved[b"trials"])) == 12
+    assert "rng" in json.loads(saved[b"algorithm"])
 
 
 @pytest.mark.parametrize("loop", ["batch", "async"])

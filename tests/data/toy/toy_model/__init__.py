@@ -49,3 +49,20 @@ class Behaves:
         if behaviour == "no_metric":
             return {"accuracy": 1.0}
         return {"loss": float(hyperparameters.get("x", 1.0)), "pid": float(os.getpid())}
+
+
+class CountingSearch:
+    """A user's own search algorithm (paper Fig. 5): x = 0, 1, 2, ... in order."""
+
+    def __init__(self, search_space, *, start: int = 0) -> None:
+        self.names = list(search_space)
+        self.next = start
+        self.seen: list[float] = []
+
+    def sample_hyperparameter_candidates(self, n: int) -> list[dict]:
+        batch = [{"x": self.next + i} for i in range(n)]
+        self.next += n
+        return batch
+
+    def update_state(self, hyperparameter_candidates: list, validation_scores: list) -> None:
+        self.seen.extend(validation_scores)

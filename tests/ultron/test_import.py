@@ -1,0 +1,27 @@
+"""``import ultron`` works with the core alone and loads nothing heavy."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+HEAVY = ("torch", "tensorflow", "prefect", "distributed", "kubernetes", "s3fs")
+
+
+def test_import_ultron_is_light() -> None:
+    code = (
+        "import sys, ultron; "
+        f"print([m for m in {HEAVY!r} if m in sys.modules]); "
+        "print(callable(ultron.report), ultron.__version__)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    loaded, info = out.stdout.splitlines()
+    assert loaded == "[]"
+    assert info.startswith("True ")
+
+
+def test_report_outside_a_trial_is_harmless() -> None:
+    import ultron
+
+    assert ultron.report(0, loss=1.0) == ultron.ReportDecision.CONTINUE
