@@ -47,7 +47,7 @@ def run_once(
     search = result.timings["search_loop"]
     total = sum(result.timings.values())
     return {
-        "mode": "fresh process per trial" if fresh else "warm processes (default)",
+        "mode": f"{loop} loop, " + ("fresh process per trial" if fresh else "warm processes"),
         "trials": len(result.trials),
         "ideal": ideal,
         "search": search,
