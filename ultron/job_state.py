@@ -1,8 +1,13 @@
 """The job's state in Redis: what outlives the master process.
 
-One hash ``ultron:job:<id>`` holds the spec, the status, the algorithm's state and the trial
-table, written atomically after every update, so a restarted master resumes from it. Every key
-under ``ultron:job:<id>:`` (running trials, reports, stop flags) is transient: ``finalize``
+Persistent keys of job ``<id>`` (what a restarted master reads):
+
+- ``ultron:job:<id>``: a hash with the status, the strategy's state and the next trial number;
+- ``ultron:job:<id>:trials``: a hash, trial id -> the trial's row of the trial table;
+- ``ultron:job:<id>:curves``: a hash, trial id -> what the trial reported.
+
+Each update writes the new rows only, in one transaction with the strategy's state. Every key
+under ``ultron:job:<id>:run:`` (running trials, reports, stop flags) is transient: ``finalize``
 removes them all.
 """
 
@@ -10,6 +15,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -46,10 +52,12 @@ class JobStore:
         self.client = client
         self.job_id = job_id
         self.key = f"{namespace}:job:{job_id}"
+        self.trials_key = f"{self.key}:trials"
+        self.curves_key = f"{self.key}:curves"
 
     def transient(self, *parts: str) -> str:
         """A key under the job's transient prefix, removed by ``finalize``."""
-        return ":".join((self.key, *parts))
+        return ":".join((self.key, "run", *parts))
 
     def load(self) -> JobState | None:
         """The saved state, or ``None`` for a new job."""
@@ -57,27 +65,39 @@ class JobStore:
         if not raw:
             return None
         data = {k.decode(): v.decode() for k, v in raw.items()}
+        rows = {k.decode(): json.loads(v) for k, v in self.client.hgetall(self.trials_key).items()}
+        curves = self.client.hgetall(self.curves_key)
         return JobState(
             job_id=self.job_id,
             status=JobStatus(data.get("status", JobStatus.RUNNING)),
-            trials=[TrialResult.from_dict(t) for t in json.loads(data.get("trials", "[]"))],
+            trials=[TrialResult.from_dict(rows[k]) for k in sorted(rows)],
             algorithm=json.loads(data["algorithm"]) if data.get("algorithm") else None,
-            curves=json.loads(data.get("curves", "{}")),
+            curves={k.decode(): json.loads(v) for k, v in curves.items()},
             next_trial=int(data.get("next_trial", 0)),
         )
 
-    def save(self, state: JobState, **extra: str) -> None:
-        """Write the whole state in one transaction."""
-        mapping = {
-            "status": str(state.status),
-            "trials": json.dumps([t.to_dict() for t in state.trials]),
-            "algorithm": json.dumps(state.algorithm) if state.algorithm is not None else "",
-            "curves": json.dumps(state.curves),
-            "next_trial": str(state.next_trial),
-            "updated": str(time.time()),
-            **extra,
-        }
-        self.client.hset(self.key, mapping=mapping)
+    def save(self, state: JobState, new: Sequence[TrialResult] = ()) -> None:
+        """Write the scalar state and the ``new`` rows (with their curves) in one transaction."""
+        pipe = self.client.pipeline(transaction=True)
+        pipe.hset(
+            self.key,
+            mapping={
+                "status": str(state.status),
+                "algorithm": json.dumps(state.algorithm) if state.algorithm is not None else "",
+                "next_trial": str(state.next_trial),
+                "updated": str(time.time()),
+            },
+        )
+        if new:
+            pipe.hset(self.trials_key, mapping={t.trial_id: json.dumps(t.to_dict()) for t in new})
+            curves = {
+                t.trial_id: json.dumps(state.curves[t.trial_id])
+                for t in new
+                if t.trial_id in state.curves
+            }
+            if curves:
+                pipe.hset(self.curves_key, mapping=curves)
+        pipe.execute()
 
     def set_status(self, status: JobStatus) -> None:
         self.client.hset(self.key, "status", str(status))

@@ -123,7 +123,7 @@ class Master:
         self.strategy.update_state(candidates, [_score(r) for r in results])
         if hasattr(self.strategy, "state_dict"):
             self.state.algorithm = self.strategy.state_dict()
-        self.store.save(self.state)
+        self.store.save(self.state, results)
 
     def run_batch(self) -> None:
         """The paper's loop: rounds of ``parallelism`` candidates."""

@@ -60,11 +60,11 @@ class TrialContext:
 
     @property
     def reports_key(self) -> str:
-        return f"ultron:job:{self.job_id}:reports:{self.trial_id}"
+        return f"ultron:job:{self.job_id}:run:reports:{self.trial_id}"
 
     @property
     def stop_key(self) -> str:
-        return f"ultron:job:{self.job_id}:stop:{self.trial_id}"
+        return f"ultron:job:{self.job_id}:run:stop:{self.trial_id}"
 
     def client(self) -> Any:
         if self._client is None:

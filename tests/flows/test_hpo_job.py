@@ -59,10 +59,10 @@ def test_quickstart_end_to_end(tmp_path: Path, redis_url: str) -> None:
     client = redis.Redis.from_url(redis_url)
     limiter = ResourceLimiter(client, max_units=default_max_units())
     assert limiter.in_use() == 0
-    assert list(client.scan_iter(match=f"ultron:job:{result.job_id}:*")) == []
+    assert list(client.scan_iter(match=f"ultron:job:{result.job_id}:run:*")) == []
     saved = client.hgetall(f"ultron:job:{result.job_id}")  # what a restarted master reads
     assert saved[b"status"] == b"completed"
-    assert len(json.loads(saved[b"trials"])) == 12
+    assert client.hlen(f"ultron:job:{result.job_id}:trials") == 12
     assert "rng" in json.loads(saved[b"algorithm"])
 
 

@@ -104,7 +104,9 @@ def test_reports_reach_redis_and_the_curve(tmp_path: Path, redis_url: str) -> No
     assert result["status"] == TrialStatus.COMPLETED and result["score"] == 1.0
     assert [point["step"] for point in result["curve"]] == [0, 1, 2]
     client = redis.Redis.from_url(redis_url)
-    stored = [json.loads(v) for v in client.lrange("ultron:job:runner-test:reports:quad", 0, -1)]
+    stored = [
+        json.loads(v) for v in client.lrange("ultron:job:runner-test:run:reports:quad", 0, -1)
+    ]
     assert [point["loss"] for point in stored] == [2.0, 1.5, 1.0 + 1 / 3]
     log = Path(request["log_path"])
     assert log.exists()
