@@ -94,7 +94,8 @@ class RegularizedEvolution(SearchAlgorithm):
         # Random members until the population has filled once (counting outstanding ones).
         if self._proposed < self.population_size or not self._population:
             return self.search_space.sample(self.rng)
-        picks = self.rng.choice(len(self._population), size=self.sample_size, replace=False)
+        size = min(self.sample_size, len(self._population))  # few told yet, many outstanding
+        picks = self.rng.choice(len(self._population), size=size, replace=False)
         parent = min((self._population[int(i)] for i in picks), key=lambda member: member[1])
         return self._mutate(parent[0])
 

@@ -142,7 +142,7 @@ def test_state_round_trip_gives_the_same_next_candidates(name: str) -> None:
 def test_asynchronous_use_with_outstanding_candidates(name: str) -> None:
     """The async master asks one at a time and reports out of order, one at a time."""
     algo = make(name)
-    outstanding = [algo.sample_hyperparameter_candidates(1)[0] for _ in range(4)]
+    outstanding = [algo.sample_hyperparameter_candidates(1)[0] for _ in range(8)]
     for _ in range(12):
         config = outstanding.pop(1 if len(outstanding) > 1 else 0)
         algo.update_state([config], [objective(config)])
