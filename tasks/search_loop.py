@@ -34,27 +34,38 @@ _ARTIFACT_EVERY_S = 2.0
 
 
 class _Progress:
-    """Progress events for listeners and a throttled Prefect progress artifact."""
+    """Progress events for listeners and a Prefect progress artifact updated every few seconds.
 
-    def __init__(self, spec: JobSpec, job_id: str) -> None:
+    Counts each trial as it finishes (in batch mode the state only grows at the end of a round).
+    """
+
+    def __init__(self, spec: JobSpec, job_id: str, state: JobState) -> None:
         self.spec = spec
         self.job_id = job_id
+        self.done = len(state.trials)
+        self.best = best_trial(state.trials, spec.objective.mode)
         self.artifact: Any = None
-        self.last = 0.0
+        self.last = time.monotonic()
         try:
             self.artifact = create_progress_artifact(
-                progress=0.0, key=_artifact_key(job_id, "progress"), description=spec.name
+                progress=self.percent, key=_artifact_key(job_id, "progress"), description=spec.name
             )
         except Exception:  # the artifact is for the UI; the job goes on without it
             get_run_logger().warning("could not create the progress artifact")
 
+    @property
+    def percent(self) -> float:
+        return 100.0 * self.done / self.spec.num_iterations
+
     def update(self, state: JobState, running: int, last: TrialResult | None = None) -> None:
-        best = best_trial(state.trials, self.spec.objective.mode)
-        done = len(state.trials)
+        if last is not None:
+            self.done += 1
+            self.best = best_trial([t for t in (self.best, last) if t], self.spec.objective.mode)
+        best = self.best
         emit(
             ProgressEvent(
                 self.job_id,
-                done,
+                self.done,
                 self.spec.num_iterations,
                 running,
                 best.score if best else None,
@@ -62,11 +73,15 @@ class _Progress:
                 last.to_dict() if last else {},
             )
         )
-        now = time.monotonic()
-        if self.artifact is not None and (now - self.last > _ARTIFACT_EVERY_S or running == 0):
-            self.last = now
+        if time.monotonic() - self.last > _ARTIFACT_EVERY_S:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the current progress to the artifact now."""
+        self.last = time.monotonic()
+        if self.artifact is not None:
             try:
-                update_progress_artifact(self.artifact, 100.0 * done / self.spec.num_iterations)
+                update_progress_artifact(self.artifact, self.percent)
             except Exception:
                 self.artifact = None
 
@@ -106,6 +121,7 @@ def search_loop(
         scratch=str(scratch),
         resources=resources.cluster.resources,
     )
+    progress = _Progress(spec, job_id, state)
     master = Master(
         spec=spec,
         strategy=strategy,
@@ -113,12 +129,13 @@ def search_loop(
         dispatcher=dispatcher,
         store=store,
         state=state,
-        on_result=_Progress(spec, job_id).update,
+        on_result=progress.update,
         check=lambda: _check_lease(resources, job_id),
     )
     if spec.loop == "async":
         master.run_async()
     else:
         master.run_batch()
+    progress.flush()
     logger.info("search done: %d trials", len(state.trials))
     return state

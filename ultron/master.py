@@ -67,7 +67,7 @@ class Master:
     ) -> TrialResult | None:
         """Start a trial, or answer it now (cache hit); a repeat of a running one waits."""
         if hit is not None:
-            return TrialResult(
+            cached = TrialResult(
                 trial_id,
                 config,
                 TrialStatus.CACHED,
@@ -75,6 +75,8 @@ class Master:
                 metrics=hit.get("metrics", {}),
                 attempts=0,
             )
+            self.on_result(self.state, self.dispatcher.in_flight, cached)
+            return cached
         key = canonical(config)
         if key in self._waiting:
             self._waiting[key].append((trial_id, config))

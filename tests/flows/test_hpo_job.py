@@ -13,6 +13,7 @@ import redis
 import ultron
 from tasks.acquire_resources import default_max_units
 from ultron.limiter import ResourceLimiter
+from ultron.progress import ProgressEvent, listening
 from ultron.trial import TrialStatus
 
 REPO = Path(__file__).parents[2]
@@ -73,18 +74,20 @@ def test_small_space_trains_each_configuration_once(
     calls = tmp_path / "calls.txt"
     monkeypatch.setenv("TOY_CALLS_FILE", str(calls))
     tag = uuid.uuid4().hex  # a fresh configuration space: the embedded cache outlives jobs
-    result = ultron.run(
-        {
-            "name": "small-space",
-            "code": str(TOY),
-            "model": "toy_model:Quadratic",
-            "search_space": {"x": [0, 1, 2, 3], "tag": [tag]},
-            "num_iterations": 10,
-            "parallelism": 2,
-            "loop": loop,
-            "storage": str(tmp_path / "runs"),
-        }  # no redis_url: the embedded server
-    )
+    events: list[ProgressEvent] = []
+    with listening(events.append):
+        result = ultron.run(
+            {
+                "name": "small-space",
+                "code": str(TOY),
+                "model": "toy_model:Quadratic",
+                "search_space": {"x": [0, 1, 2, 3], "tag": [tag]},
+                "num_iterations": 10,
+                "parallelism": 2,
+                "loop": loop,
+                "storage": str(tmp_path / "runs"),
+            }  # no redis_url: the embedded server
+        )
     trained = [json.loads(line) for line in calls.read_text().splitlines()]
     distinct = {json.dumps(t, sort_keys=True) for t in (x.hyperparameters for x in result.trials)}
     assert len(result.trials) == 10
@@ -92,6 +95,8 @@ def test_small_space_trains_each_configuration_once(
     assert result.cache_hits == 10 - len(distinct)
     assert sum(t.status is TrialStatus.CACHED for t in result.trials) == result.cache_hits
     assert result.best_score == min(t.score for t in result.trials if t.score is not None)
+    assert [e.done for e in events] == list(range(1, 11))  # one event per trial, cached ones too
+    assert events[-1].best_score == result.best_score
 
 
 def test_failing_trial_is_recorded_and_job_completes(tmp_path: Path, redis_url: str) -> None:
