@@ -1,9 +1,12 @@
 """Search strategies and stoppers: pure Python, no Prefect, Dask, Redis or TensorFlow."""
 
 from algorithms.base import Direction, HPOAlgorithm, SearchAlgorithm
+from algorithms.evolution import RegularizedEvolution
 from algorithms.grid_search import GridSearch
+from algorithms.optuna_sampler import OptunaSearch
 from algorithms.random_search import RandomSearch
 from algorithms.registry import BUILTIN_STRATEGIES, resolve_strategy
+from algorithms.reinforce import ReinforceSearch
 from algorithms.space import Choice, IntRange, LogUniform, SearchSpace, Uniform, canonical
 
 __all__ = [
@@ -14,7 +17,10 @@ __all__ = [
     "HPOAlgorithm",
     "IntRange",
     "LogUniform",
+    "OptunaSearch",
     "RandomSearch",
+    "RegularizedEvolution",
+    "ReinforceSearch",
     "SearchAlgorithm",
     "SearchSpace",
     "Uniform",

@@ -7,7 +7,6 @@ paper names included), the value, the rule and the fix, with no traceback.
 from __future__ import annotations
 
 import difflib
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from ultron.errors import ConfigIssue, SpecError
-from ultron.spec import JobSpec
+from ultron.spec import DomainSpec, JobSpec, Objective, Resources
 
 __all__ = ["PAPER_KEYS", "load_spec"]
 
@@ -32,6 +31,12 @@ PAPER_KEYS: dict[str, tuple[str, ...]] = {
     "gpu_per_pod": ("resources", "gpu"),
 }
 _PAPER_MODEL_KEYS = ("model_classname", "module_name", "package_name")
+
+_NESTED: dict[str, type[BaseModel]] = {
+    "objective": Objective,
+    "resources": Resources,
+    "search_space": DomainSpec,
+}
 
 _FIXES = {
     "missing": "add this field",
@@ -152,22 +157,9 @@ def _field_name(loc: tuple[str, ...], names: dict[tuple[str, ...], str]) -> str:
     return ".".join(loc) or "spec"
 
 
-def _known_fields(loc: tuple[str, ...]) -> list[str]:
-    model: type[BaseModel] = JobSpec
-    for part in loc:
-        annotation = model.model_fields[part].annotation if part in model.model_fields else None
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            model = annotation
-        elif part == "search_space" or (loc and loc[0] == "search_space"):
-            from ultron.spec import DomainSpec
-
-            model = DomainSpec
-    fields = list(model.model_fields)
-    if model is JobSpec:
-        fields += [*PAPER_KEYS, *_PAPER_MODEL_KEYS]
-    return fields
-
-
-def dump_spec(spec: JobSpec) -> str:
-    """The spec as indented JSON (for logs and the Prefect UI)."""
-    return json.dumps(spec.model_dump(mode="json"), indent=2, sort_keys=True)
+def _known_fields(parent: tuple[str, ...]) -> list[str]:
+    """The field names allowed where an unknown key was found."""
+    if not parent:
+        return [*JobSpec.model_fields, *PAPER_KEYS, *_PAPER_MODEL_KEYS]
+    model = _NESTED.get(parent[0])
+    return list(model.model_fields) if model else []

@@ -1,4 +1,4 @@
-"""A user's own search algorithm, named in the job spec as ``byo_search.hill_climbing:HillClimbing``."""
+"""A user's own search algorithm: ``strategy: byo_search.hill_climbing:HillClimbing``."""
 
 from byo_search.hill_climbing import HillClimbing
 
