@@ -80,18 +80,22 @@ class TrialDispatcher:
             timeout=self.spec.trial_timeout,
         )
 
-    def start(self, request: TrialRequest) -> None:
-        """Submit one attempt."""
-        key = f"trial-{request.job_id}-{request.trial_id}-{request.attempt}"
-        future = self.client.submit(
-            run_trial, request.to_dict(), key=key, pure=False, resources=self.resources
-        )
-        self._pending[future.key] = request
-        self._done.add(future)
-        self.store.mark_running(
-            request.trial_id,
-            {"hyperparameters": request.hyperparameters, "attempt": request.attempt},
-        )
+    def start(self, *requests: TrialRequest) -> None:
+        """Submit attempts back to back, then record them as running in one Redis call."""
+        for request in requests:
+            key = f"trial-{request.job_id}-{request.trial_id}-{request.attempt}"
+            future = self.client.submit(
+                run_trial, request.to_dict(), key=key, pure=False, resources=self.resources
+            )
+            self._pending[future.key] = request
+            self._done.add(future)
+        if requests:
+            self.store.mark_running(
+                {
+                    r.trial_id: {"hyperparameters": r.hyperparameters, "attempt": r.attempt}
+                    for r in requests
+                }
+            )
 
     def wait_one(self) -> tuple[TrialResult, list[dict[str, Any]]]:
         """Block until some trial is finally done; returns its result and learning curve."""

@@ -102,8 +102,10 @@ class JobStore:
     def set_status(self, status: JobStatus) -> None:
         self.client.hset(self.key, "status", str(status))
 
-    def mark_running(self, trial_id: str, info: dict[str, Any]) -> None:
-        self.client.hset(self.transient("running"), trial_id, json.dumps(info))
+    def mark_running(self, trials: dict[str, dict[str, Any]]) -> None:
+        """Record trials as running: trial id -> what is known of the attempt."""
+        mapping = {trial_id: json.dumps(info) for trial_id, info in trials.items()}
+        self.client.hset(self.transient("running"), mapping=mapping)
 
     def mark_done(self, trial_id: str) -> None:
         self.client.hdel(self.transient("running"), trial_id)

@@ -26,7 +26,7 @@ from ultron.dispatcher import TrialDispatcher
 from ultron.job_state import JobState, JobStore
 from ultron.score_cache import ScoreCache
 from ultron.spec import JobSpec
-from ultron.trial import TrialResult, TrialStatus
+from ultron.trial import TrialRequest, TrialResult, TrialStatus
 
 __all__ = ["Master"]
 
@@ -52,6 +52,7 @@ class Master:
     on_result: OnResult = lambda state, running, last: None
     check: Callable[[], None] = lambda: None  # raises to abort the search (e.g. a lost lease)
     _waiting: dict[str, list[tuple[str, Config]]] = field(default_factory=dict)
+    _to_start: list[TrialRequest] = field(default_factory=list)
 
     @property
     def budget_left(self) -> int:
@@ -82,8 +83,12 @@ class Master:
             self._waiting[key].append((trial_id, config))
         else:
             self._waiting[key] = []
-            self.dispatcher.start(self.dispatcher.request(trial_id, config))
+            self._to_start.append(self.dispatcher.request(trial_id, config))
         return None
+
+    def _start_launched(self) -> None:
+        self.dispatcher.start(*self._to_start)
+        self._to_start.clear()
 
     def _finish(self) -> list[TrialResult]:
         """Wait for one trial; returns it and the repeats that waited for it."""
@@ -144,6 +149,7 @@ class Master:
                 answered = self._launch(trial_id, config, hit)
                 if answered is not None:
                     results[trial_id] = answered
+            self._start_launched()
             while self.dispatcher.in_flight:
                 results.update((r.trial_id, r) for r in self._finish())
             self._commit(candidates, [results[trial_id] for trial_id in ids])
@@ -157,7 +163,7 @@ class Master:
             while (
                 not exhausted
                 and launched < self.spec.num_iterations
-                and (self.dispatcher.in_flight < self.spec.parallelism)
+                and self.dispatcher.in_flight + len(self._to_start) < self.spec.parallelism
             ):
                 candidates = list(self.strategy.sample_hyperparameter_candidates(1))[:1]
                 if not candidates:
@@ -170,6 +176,7 @@ class Master:
                     self._commit([config], [answered])
                 else:
                     pending[trial_id] = config
+            self._start_launched()
             if not pending:
                 return
             for result in self._finish():

@@ -40,7 +40,7 @@ def test_transient_keys_are_cleared_and_persistent_ones_stay(redis_url: str) -> 
     client = redis.Redis.from_url(redis_url)
     store = JobStore(client, f"job-{uuid.uuid4().hex}")
     store.save(JobState(store.job_id), [_trial(0)])
-    store.mark_running("0001", {"attempt": 1})
+    store.mark_running({"0001": {"attempt": 1}})
     client.rpush(store.transient("reports", "0001"), "{}")
     assert store.running() == {"0001": {"attempt": 1}}
     assert store.clear_transient() == 2
