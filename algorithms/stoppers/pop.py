@@ -1,0 +1,261 @@
+"""POP: promising / opportunistic / poor scheduling (HyperDrive, Rasley et al. 2017, §3).
+
+At every evaluation boundary (every ``interval`` steps from ``min_resource``) a trial's learning
+curve is extrapolated (:func:`algorithms.curves.extrapolate`) to get, for each future step ``m``
+it can still reach in the time left, ``P(y(m) >= y_target)``. From these:
+
+- the prediction confidence ``p = P(y(M) >= y_target)`` (the sum of the ``p_m`` of eq. 2) and the
+  expected remaining time ``ERT = (sum_m m p_m + (1 - p) M) * epoch`` (eq. 3, truncated at the
+  time left, as the paper prescribes);
+- the dynamic threshold (§3.2): over candidate thresholds ``p``, ``S_desired(p) = k N_sat(p)``
+  and ``S_deserved(p) = S p``; ``p*`` maximises ``S_effective = min(desired, deserved)`` and the
+  ``ceil(S_effective / k)`` trials with ``p >= p*`` and the smallest ERT are *promising*;
+- *poor* trials are worse than the user's ``kill_threshold`` (domain knowledge: e.g. chance
+  accuracy) after ``kill_after`` steps and are stopped;
+- everyone else is *opportunistic*: suspended at its boundary (its checkpoint kept) so that the
+  slot goes to a new trial or, round robin, back to a suspended one.
+
+``poll`` resumes suspended trials that have become promising first, then shares the remaining
+slots between new trials and suspended opportunistic ones (``resume_share`` of them), oldest
+suspension first. When nothing new can start, every slot resumes a suspended trial.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from algorithms.base import Direction
+from algorithms.curves import extrapolate
+from algorithms.stoppers.base import Command, Decision, Stopper, TrialId
+
+__all__ = ["POP"]
+
+
+@dataclass
+class _Trial:
+    steps: list[int] = field(default_factory=list)
+    gains: list[float] = field(default_factory=list)  # values, higher is better
+    status: str = "running"  # running | suspended | done
+    run_time: float = 0.0  # seconds spent running (suspensions excluded)
+    timed_steps: int = 0
+    last_time: float = 0.0
+    suspended_at: float = 0.0
+    p: float | None = None
+    ert: float = math.inf
+    poor: bool = False
+
+
+class POP(Stopper):
+    """HyperDrive's POP classification and scheduling, with suspend and resume.
+
+    Args:
+        direction: minimize or maximize the reported value.
+        max_resource: the most steps a trial runs.
+        target: ``y_target``: the value the user wants to reach.
+        slots: ``S``: how many trials run at once (workers).
+        min_resource: the first evaluation boundary (default: ``interval``).
+        interval: ``b``: steps between evaluations (default 10% of ``max_resource``).
+        max_time: ``T_max``: seconds of the whole experiment (``None``: no limit).
+        kill_threshold: a value no useful trial is worse than after ``kill_after`` steps.
+        kill_after: when the kill threshold starts to apply (default: ``min_resource``).
+        slots_per_trial: ``k``: slots one trial occupies.
+        resume_share: fraction of opportunistic slots that resume a suspended trial while new
+            trials can still start.
+        bootstrap: refits per curve family (uncertainty of the extrapolation).
+        bounds: range of the value (``(0, 100)`` for an accuracy in percent).
+        seed: seed of the bootstrap's generator.
+        clock: seconds, the time base of ``max_time`` and epoch durations.
+
+    Example:
+        >>> clock = iter(range(100)).__next__
+        >>> pop = POP(direction="maximize", max_resource=20, target=0.9, slots=2, interval=4,
+        ...           kill_threshold=0.2, seed=0, clock=lambda: float(clock()))
+        >>> pop.on_trial_start("flat")
+        TrialPlan(bracket=0, rungs=(), max_resource=20)
+        >>> [pop.on_report("flat", s, 0.1) for s in (1, 2, 3, 4)][-1]
+        <Decision.STOP: 'stop'>
+    """
+
+    def __init__(
+        self,
+        *,
+        direction: Direction | str = Direction.MINIMIZE,
+        max_resource: int,
+        target: float,
+        slots: int,
+        min_resource: int | None = None,
+        interval: int | None = None,
+        max_time: float | None = None,
+        kill_threshold: float | None = None,
+        kill_after: int | None = None,
+        slots_per_trial: int = 1,
+        resume_share: float = 0.5,
+        bootstrap: int = 12,
+        bounds: tuple[float, float] = (-math.inf, math.inf),
+        seed: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.interval = interval or max(1, round(0.1 * max_resource))
+        first = min_resource or self.interval
+        super().__init__(direction=direction, min_resource=first, max_resource=max_resource)
+        if slots < 1:
+            raise ValueError(f"slots is {slots}; it must be at least 1 (the number of workers)")
+        self.target = target
+        self.slots = slots
+        self.max_time = max_time
+        self.kill_threshold = kill_threshold
+        self.kill_after = kill_after or first
+        self.slots_per_trial = slots_per_trial
+        self.resume_share = resume_share
+        self.bootstrap = bootstrap
+        self._bounds = tuple(sorted(-self.loss(b) for b in bounds))
+        self.clock = clock
+        self.rng = np.random.default_rng(seed)
+        self._trials: dict[TrialId, _Trial] = {}
+        self._t0: float | None = None
+        self._share = 0.0  # round-robin credit of the opportunistic pool
+
+    def on_trial_start(self, trial_id: TrialId) -> Any:
+        now = self.clock()
+        self._t0 = now if self._t0 is None else self._t0
+        self._trials[trial_id] = _Trial(last_time=now)
+        return super().on_trial_start(trial_id)
+
+    def on_report(self, trial_id: TrialId, step: int, value: float) -> Decision:
+        trial = self._trials.setdefault(trial_id, _Trial(last_time=self.clock()))
+        now = self.clock()
+        last_step = trial.steps[-1] if trial.steps else 0
+        trial.run_time += now - trial.last_time
+        trial.timed_steps += step - last_step
+        trial.last_time = now
+        trial.steps.append(step)
+        trial.gains.append(-self.loss(value))
+        if step >= self.max_resource or self._is_poor(step, value):
+            trial.status, trial.poor = "done", step < self.max_resource
+            return Decision.STOP
+        if step < self.min_resource or (step - self.min_resource) % self.interval:
+            return Decision.CONTINUE
+        trial.p, trial.ert = self._confidence(trial, step, now)
+        if trial_id in self._promising():
+            return Decision.CONTINUE
+        trial.status, trial.suspended_at = "suspended", now
+        return Decision.SUSPEND
+
+    def _is_poor(self, step: int, value: float) -> bool:
+        if self.kill_threshold is None or step < self.kill_after:
+            return False
+        return self.loss(value) > self.loss(self.kill_threshold)
+
+    def _confidence(self, trial: _Trial, step: int, now: float) -> tuple[float, float]:
+        """``(p, ERT)`` of §3.1.1 for a trial at ``step``."""
+        goal = -self.loss(self.target)
+        if max(trial.gains) >= goal:
+            return 1.0, 0.0
+        epoch = trial.run_time / max(trial.timed_steps, 1)
+        left = self.max_resource - step
+        if self.max_time is not None and epoch > 0:
+            left = min(left, int((self.max_time - (now - (self._t0 or 0.0))) // epoch))
+        if left <= 0:
+            return 0.0, math.inf
+        horizon = list(range(step + 1, step + left + 1))
+        prediction = extrapolate(
+            trial.steps,
+            trial.gains,
+            horizon,
+            rng=self.rng,
+            bootstrap=self.bootstrap,
+            bounds=(self._bounds[0], self._bounds[1]),
+        )
+        reach = np.maximum.accumulate(prediction.prob_at_least(goal))  # P(reached by m)
+        p_m = np.diff(reach, prepend=0.0)
+        p = float(reach[-1])
+        expected = float(np.arange(1, left + 1) @ p_m) + (1.0 - p) * left
+        return p, expected * epoch
+
+    def _promising(self) -> set[TrialId]:
+        """The dynamic threshold of §3.2 and the trials above it."""
+        scored = {t: tr for t, tr in self._trials.items() if tr.status != "done" and tr.p}
+        if not scored:
+            return set()
+        best_p, best_eff = 0.0, 0.0
+        ps = sorted((tr.p or 0.0 for tr in scored.values()), reverse=True)
+        for satisfying, p in enumerate(ps, start=1):  # N_sat(p) for the i-th largest p
+            effective = min(satisfying * self.slots_per_trial, self.slots * p)
+            if effective > best_eff or (effective == best_eff and p < best_p):
+                best_p, best_eff = p, effective
+        count = math.ceil(best_eff / self.slots_per_trial - 1e-9)
+        above = [t for t, tr in scored.items() if (tr.p or 0.0) >= best_p]
+        above.sort(key=lambda t: scored[t].ert)
+        return set(above[:count])
+
+    def on_trial_complete(self, trial_id: TrialId) -> None:
+        if trial_id in self._trials:
+            self._trials[trial_id].status = "done"
+
+    def poll(self, *, free_slots: int, can_start_new: bool = True) -> list[Command]:
+        suspended = [t for t, tr in self._trials.items() if tr.status == "suspended"]
+        if not suspended or free_slots <= 0:
+            return []
+        promising = self._promising()
+        order = sorted(suspended, key=lambda t: self._trials[t].ert)
+        chosen = [t for t in order if t in promising][:free_slots]
+        others = sorted(
+            (t for t in suspended if t not in promising),
+            key=lambda t: (
+                (-(self._trials[t].p or 0.0), self._trials[t].suspended_at)
+                if not can_start_new
+                else self._trials[t].suspended_at
+            ),
+        )
+        for t in others:
+            if len(chosen) == free_slots:
+                break
+            if can_start_new:
+                if not self._trials[t].p:
+                    continue  # no chance of the target: only when nothing new is left
+                self._share += self.resume_share
+                if self._share < 1.0:
+                    break  # this slot goes to a new trial
+                self._share -= 1.0
+            chosen.append(t)
+        now = self.clock()
+        for t in chosen:
+            self._trials[t].status, self._trials[t].last_time = "running", now
+        return [Command(t, Decision.RESUME) for t in chosen]
+
+    def classify(self, trial_id: TrialId) -> str:
+        """``"promising"``, ``"opportunistic"``, ``"poor"`` (stopped) or ``"unknown"``."""
+        trial = self._trials.get(trial_id)
+        if trial is not None and trial.poor:
+            return "poor"
+        if trial is None or trial.p is None:
+            return "unknown"
+        return "promising" if trial_id in self._promising() else "opportunistic"
+
+    def state_dict(self) -> dict[str, Any]:
+        trials = [[t, {**asdict(tr), "ert": _finite(tr.ert)}] for t, tr in self._trials.items()]
+        return {
+            "trials": trials,
+            "t0": self._t0,
+            "share": self._share,
+            "rng": self.rng.bit_generator.state,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self._trials = {}
+        for t, data in state["trials"]:
+            ert = math.inf if data["ert"] is None else data["ert"]
+            self._trials[t] = _Trial(**{**data, "ert": ert})
+        self._t0 = state["t0"]
+        self._share = float(state["share"])
+        self.rng.bit_generator.state = state["rng"]
+
+
+def _finite(x: float) -> float | None:
+    return None if math.isinf(x) else x

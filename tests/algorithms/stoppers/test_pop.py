@@ -1,0 +1,167 @@
+"""POP on synthetic learning curves whose outcome is known."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import numpy as np
+
+from algorithms.base import Direction
+from algorithms.random_search import RandomSearch
+from algorithms.simulation import LearningCurve, SimulatedClock, Simulation, TrialStatus
+from algorithms.space import Choice, IntRange, SearchSpace
+from algorithms.stoppers import POP, Decision
+
+MAX = 30
+
+
+def curve(kind: str, seed: int) -> list[float]:
+    """Accuracy in percent per epoch: 'good' reaches ~89, 'mediocre' ~70, 'flat' stays at chance."""
+    noise = np.random.default_rng(seed).normal(0.0, 0.3, MAX)
+    s = np.arange(1, MAX + 1)
+    shapes = {
+        "good": 93 - 60 * s**-0.8,
+        "mediocre": 72 - 40 * s**-0.5,
+        "flat": np.full(MAX, 10.0),
+    }
+    return [float(v) for v in shapes[kind] + noise]
+
+
+class Synthetic:
+    direction = Direction.MAXIMIZE
+    max_resource = MAX
+    search_space = SearchSpace(
+        {"kind": Choice(("good", "mediocre", "flat", "flat")[:3]), "seed": IntRange(0, 10**6)}
+    )
+
+    def learning_curve(self, config: dict[str, Any]) -> LearningCurve:
+        return LearningCurve(tuple(curve(config["kind"], config["seed"])), (1.0,) * MAX)
+
+
+def make_pop(clock: Any, **options: Any) -> POP:
+    defaults: dict[str, Any] = {
+        "direction": "maximize",
+        "max_resource": MAX,
+        "target": 88.0,
+        "slots": 4,
+        "interval": 5,
+        "kill_threshold": 15.0,
+        "bounds": (0.0, 100.0),
+        "seed": 0,
+        "clock": clock,
+    }
+    return POP(**{**defaults, **options})
+
+
+def report(pop: POP, clock: SimulatedClock, trial: str, values: list[float], steps: range) -> Any:
+    decision = None
+    for step in steps:
+        clock.now += 1.0
+        decision = pop.on_report(trial, step, values[step - 1])
+    return decision
+
+
+def test_non_learning_trials_are_stopped_at_the_kill_threshold() -> None:
+    clock = SimulatedClock()
+    pop = make_pop(clock)
+    bench = Synthetic()
+    result = Simulation(
+        bench,
+        RandomSearch(bench.search_space, seed=1),
+        stopper=pop,
+        workers=4,
+        max_trials=30,
+        clock=clock,
+    ).run()
+    flat = [t for t in result.trials if t.config["kind"] == "flat"]
+    assert flat, "the seed should draw some flat curves"
+    for trial in flat:
+        assert trial.status is TrialStatus.STOPPED
+        assert trial.steps == list(range(1, 6))  # stopped at the first boundary
+        assert pop.classify(trial.trial_id) == "poor"
+
+
+def test_the_best_curve_is_promising_and_the_mediocre_one_is_suspended() -> None:
+    clock = SimulatedClock()
+    pop = make_pop(clock, slots=2)
+    good, mediocre = curve("good", 1), curve("mediocre", 2)
+    pop.on_trial_start("good")
+    pop.on_trial_start("mediocre")
+    assert report(pop, clock, "good", good, range(1, 6)) is Decision.CONTINUE
+    assert report(pop, clock, "mediocre", mediocre, range(1, 6)) is Decision.SUSPEND
+    assert pop.classify("good") == "promising"
+    assert pop.classify("mediocre") == "opportunistic"
+
+
+def test_a_suspended_trial_resumes_where_it_stopped() -> None:
+    clock = SimulatedClock()
+    pop = make_pop(clock, slots=1)
+    pop.on_trial_start("a")
+    values = curve("mediocre", 3)
+    assert report(pop, clock, "a", values, range(1, 6)) is Decision.SUSPEND
+    assert pop.poll(free_slots=1, can_start_new=False)[0].decision is Decision.RESUME
+    assert pop.poll(free_slots=1, can_start_new=False) == []  # resumed once, not twice
+    # its next report is step 6; it is judged again at the next boundary (step 10)
+    assert report(pop, clock, "a", values, range(6, 10)) is Decision.CONTINUE
+
+
+def test_suspended_trials_in_a_simulation_never_repeat_a_step() -> None:
+    clock = SimulatedClock()
+    pop = make_pop(clock, slots=3)
+    bench = Synthetic()
+    result = Simulation(
+        bench,
+        RandomSearch(bench.search_space, seed=4),
+        stopper=pop,
+        workers=3,
+        max_trials=12,
+        clock=clock,
+    ).run()
+    resumed = [t for t in result.trials if t.suspensions and len(t.steps) > 5]
+    assert resumed, "some suspended trial should have been resumed"
+    for trial in result.trials:
+        assert trial.steps == list(range(1, len(trial.steps) + 1))
+        assert all(b > a for a, b in zip(trial.times, trial.times[1:], strict=False))
+    best = max(max(t.values) for t in result.trials)
+    assert best >= 88.0  # the target is reached
+
+
+def test_pop_reaches_the_target_faster_than_running_every_trial_to_the_end() -> None:
+    def time_to_target(stopper: Any, clock: SimulatedClock) -> float:
+        bench = Synthetic()
+        result = Simulation(
+            bench,
+            RandomSearch(bench.search_space, seed=7),
+            stopper=stopper,
+            workers=2,
+            target=88.5,
+            clock=clock,
+            max_trials=200,
+        ).run()
+        assert result.time_to_target is not None
+        return result.time_to_target
+
+    clock = SimulatedClock()
+    with_pop = time_to_target(make_pop(clock, slots=2, target=88.5), clock)
+    without = time_to_target(None, SimulatedClock())
+    assert with_pop < without
+
+
+def test_pop_state_round_trip() -> None:
+    clock = SimulatedClock()
+    pop = make_pop(clock)
+    for name, kind in [("a", "good"), ("b", "mediocre")]:
+        pop.on_trial_start(name)
+        report(pop, clock, name, curve(kind, 5), range(1, 6))
+    restored = make_pop(clock)
+    restored.load_state_dict(json.loads(json.dumps(pop.state_dict())))
+    values = curve("good", 6)
+    for stopper in (pop, restored):
+        stopper.on_trial_start("c")
+    start = clock.now
+    first = report(pop, clock, "c", values, range(1, 6))
+    clock.now = start
+    assert report(restored, clock, "c", values, range(1, 6)) == first
+    assert math.isclose(pop._trials["c"].p or 0.0, restored._trials["c"].p or 0.0)
