@@ -22,7 +22,7 @@ from ultron.job_state import JobState
 from ultron.paths import new_job_id
 from ultron.runtime import job_redis
 from ultron.spec_loader import load_spec
-from ultron.strategy import build_strategy
+from ultron.strategy import build_stopper, build_strategy
 
 __all__ = ["hpo_job"]
 
@@ -44,7 +44,8 @@ def hpo_job(spec: dict[str, Any], job_id: str | None = None) -> dict[str, Any]:
         clock = _Clock()
         try:
             env = clock.time("containerize", containerize, job, job_id)
-            build_strategy(job, env)  # a bad strategy fails before resources are taken
+            build_strategy(job, env)  # a bad strategy or stopper fails before resources are taken
+            build_stopper(job)
             resources = clock.time(
                 "acquire_resources", acquire_resources, job, job_id, redis_url, env
             )

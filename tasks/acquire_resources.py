@@ -11,7 +11,6 @@ import contextlib
 import os
 from dataclasses import dataclass
 
-import redis
 from prefect import get_run_logger, task
 from prefect.cache_policies import NONE
 
@@ -19,6 +18,7 @@ from ultron.cluster import ClusterHandle, start_cluster
 from ultron.environment import TrialEnvironment
 from ultron.limiter import Lease, LeaseKeeper, ResourceLimiter, read_max_units
 from ultron.paths import scratch_dir
+from ultron.redis_client import connect
 from ultron.spec import JobSpec
 from ultron.trial_runner import shutdown_processes, warm_up
 
@@ -60,7 +60,7 @@ def acquire_resources(
     """Wait (with delayed retries, up to ``acquire_timeout``) for the job's units, then start
     its Dask workers and a warm trial process on each."""
     logger = get_run_logger()
-    client = redis.Redis.from_url(redis_url)
+    client = connect(redis_url)
     limiter = ResourceLimiter(
         client,
         max_units=read_max_units(client, default=default_max_units()),

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import redis
 from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NONE
@@ -16,6 +15,7 @@ from prefect.cache_policies import NONE
 from tasks.acquire_resources import JobResources
 from ultron.job_state import JobState, JobStatus, JobStore
 from ultron.paths import job_results_url
+from ultron.redis_client import connect
 from ultron.results import best_trial, leaderboard, write_results
 from ultron.spec import JobSpec
 
@@ -38,7 +38,7 @@ def finalize(
     logger = get_run_logger()
     if resources is not None:
         resources.release()
-    store = JobStore(redis.Redis.from_url(redis_url), job_id)
+    store = JobStore(connect(redis_url), job_id)
     state = state or store.load() or JobState(job_id)
     state.status = JobStatus.FAILED if error else JobStatus.COMPLETED
     store.set_status(state.status)

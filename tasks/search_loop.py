@@ -10,22 +10,23 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import redis
 from prefect import get_run_logger, task
 from prefect.artifacts import create_progress_artifact, update_progress_artifact
 from prefect.cache_policies import NONE
 
 from tasks.acquire_resources import JobResources
 from ultron.dispatcher import TrialDispatcher
+from ultron.early_stopping import StopperDriver
 from ultron.environment import TrialEnvironment
 from ultron.job_state import JobState, JobStore
 from ultron.master import Master
 from ultron.paths import scratch_dir
 from ultron.progress import ProgressEvent, emit
+from ultron.redis_client import connect
 from ultron.results import best_trial
 from ultron.score_cache import ScoreCache
 from ultron.spec import JobSpec
-from ultron.strategy import build_strategy
+from ultron.strategy import build_stopper, build_strategy
 from ultron.trial import TrialResult
 
 __all__ = ["search_loop"]
@@ -91,6 +92,19 @@ def _artifact_key(job_id: str, what: str) -> str:
     return f"{safe}-{what}"[:100]
 
 
+def _stopper_driver(
+    spec: JobSpec, client: Any, job_id: str, state: JobState
+) -> StopperDriver | None:
+    stopper = build_stopper(spec)
+    if stopper is None or spec.early_stopping is None:
+        return None
+    metric = spec.early_stopping.metric or spec.objective.metric
+    driver = StopperDriver(stopper, client, job_id, metric=metric)
+    if state.stopper:
+        driver.load_state_dict(state.stopper)
+    return driver.start()
+
+
 def _check_lease(resources: JobResources, job_id: str) -> None:
     if resources.keeper.lost:
         raise RuntimeError(
@@ -105,7 +119,7 @@ def search_loop(
 ) -> JobState:
     """Run the search until ``num_iterations`` trials are scored or the strategy runs dry."""
     logger = get_run_logger()
-    client = redis.Redis.from_url(redis_url)
+    client = connect(redis_url)
     store = JobStore(client, job_id)
     state = store.load() or JobState(job_id)
     strategy = build_strategy(spec, env)
@@ -122,6 +136,7 @@ def search_loop(
         resources=resources.cluster.resources,
     )
     progress = _Progress(spec, job_id, state)
+    driver = _stopper_driver(spec, client, job_id, state)
     master = Master(
         spec=spec,
         strategy=strategy,
@@ -131,11 +146,16 @@ def search_loop(
         state=state,
         on_result=progress.update,
         check=lambda: _check_lease(resources, job_id),
+        driver=driver,
     )
-    if spec.loop == "async":
-        master.run_async()
-    else:
-        master.run_batch()
+    try:
+        if spec.loop_kind == "async":
+            master.run_async()
+        else:
+            master.run_batch()
+    finally:
+        if driver is not None:
+            driver.close()
     progress.flush()
     logger.info("search done: %d trials", len(state.trials))
     return state

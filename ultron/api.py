@@ -10,7 +10,7 @@ from typing import Any
 from ultron.results import HPOResult
 from ultron.spec import JobSpec
 from ultron.spec_loader import load_spec
-from ultron.strategy import build_strategy
+from ultron.strategy import build_stopper, build_strategy
 
 __all__ = ["prefect_defaults", "run"]
 
@@ -57,5 +57,6 @@ def run(
         job = load_spec({**job.model_dump(mode="json"), **overrides})
     if job.strategy.lower() == job.strategy and "." not in job.strategy:
         build_strategy(job)  # built-in options are checked before anything starts
+    build_stopper(job)
     summary = hpo_job(job.model_dump(mode="json"), job_id=job_id)
     return HPOResult.from_summary(summary)

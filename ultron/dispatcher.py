@@ -78,6 +78,10 @@ class TrialDispatcher:
             resume=resume,
             attempt=attempt,
             timeout=self.spec.trial_timeout,
+            stream_reports=self.spec.early_stopping is not None,
+            grace_period=self.spec.early_stopping.grace_period
+            if self.spec.early_stopping
+            else 30.0,
         )
 
     def start(self, *requests: TrialRequest) -> None:

@@ -41,6 +41,7 @@ class JobState:
     status: JobStatus = JobStatus.RUNNING
     trials: list[TrialResult] = field(default_factory=list)
     algorithm: dict[str, Any] | None = None
+    stopper: dict[str, Any] | None = None
     curves: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     next_trial: int = 0
 
@@ -72,6 +73,7 @@ class JobStore:
             status=JobStatus(data.get("status", JobStatus.RUNNING)),
             trials=[TrialResult.from_dict(rows[k]) for k in sorted(rows)],
             algorithm=json.loads(data["algorithm"]) if data.get("algorithm") else None,
+            stopper=json.loads(data["stopper"]) if data.get("stopper") else None,
             curves={k.decode(): json.loads(v) for k, v in curves.items()},
             next_trial=int(data.get("next_trial", 0)),
         )
@@ -84,6 +86,7 @@ class JobStore:
             mapping={
                 "status": str(state.status),
                 "algorithm": json.dumps(state.algorithm) if state.algorithm is not None else "",
+                "stopper": json.dumps(state.stopper) if state.stopper is not None else "",
                 "next_trial": str(state.next_trial),
                 "updated": str(time.time()),
             },

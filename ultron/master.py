@@ -17,12 +17,14 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from algorithms.base import HPOAlgorithm
 from algorithms.space import Config, canonical
+from algorithms.stoppers.base import Decision
 from ultron.dispatcher import TrialDispatcher
+from ultron.early_stopping import StopperDriver
 from ultron.job_state import JobState, JobStore
 from ultron.score_cache import ScoreCache
 from ultron.spec import JobSpec
@@ -51,8 +53,10 @@ class Master:
     state: JobState
     on_result: OnResult = lambda state, running, last: None
     check: Callable[[], None] = lambda: None  # raises to abort the search (e.g. a lost lease)
+    driver: StopperDriver | None = None
     _waiting: dict[str, list[tuple[str, Config]]] = field(default_factory=dict)
     _to_start: list[TrialRequest] = field(default_factory=list)
+    _suspended: dict[str, TrialResult] = field(default_factory=dict)
 
     @property
     def budget_left(self) -> int:
@@ -90,10 +94,29 @@ class Master:
         self.dispatcher.start(*self._to_start)
         self._to_start.clear()
 
+    def _judge(self, result: TrialResult) -> TrialResult | None:
+        """Apply early stopping to a returned trial: stopped, suspended (None) or as it is."""
+        if self.driver is None or not result.status.ok:
+            if self.driver is not None:
+                self.driver.complete(result.trial_id)
+            return result
+        decision = self.driver.outcome(result.trial_id)
+        if decision is Decision.SUSPEND:
+            self._suspended[result.trial_id] = result
+            return None
+        self.driver.complete(result.trial_id)
+        if decision is Decision.STOP:
+            return replace(result, status=TrialStatus.STOPPED)
+        return result
+
     def _finish(self) -> list[TrialResult]:
-        """Wait for one trial; returns it and the repeats that waited for it."""
-        result, curve = self.dispatcher.wait_one()
-        self.state.curves[result.trial_id] = curve
+        """Wait for one trial; returns it and the repeats that waited for it (nothing when it
+        was suspended)."""
+        returned, curve = self.dispatcher.wait_one()
+        self.state.curves.setdefault(returned.trial_id, []).extend(curve)
+        result = self._judge(returned)
+        if result is None:
+            return []
         if result.status is TrialStatus.COMPLETED:
             self.cache.put(
                 result.hyperparameters,
@@ -127,9 +150,16 @@ class Master:
     def _commit(self, candidates: list[Config], results: list[TrialResult]) -> None:
         """Hand scores to the strategy and checkpoint the state."""
         self.state.trials.extend(results)
-        self.strategy.update_state(candidates, [_score(r) for r in results])
+        tell_stopped = self.spec.early_stopping is None or self.spec.early_stopping.tell_stopped
+        scores = [
+            math.nan if r.status is TrialStatus.STOPPED and not tell_stopped else _score(r)
+            for r in results
+        ]
+        self.strategy.update_state(candidates, scores)
         if hasattr(self.strategy, "state_dict"):
             self.state.algorithm = self.strategy.state_dict()
+        if self.driver is not None:
+            self.state.stopper = self.driver.state_dict()
         self.store.save(self.state, results)
 
     def run_batch(self) -> None:
@@ -154,12 +184,43 @@ class Master:
                 results.update((r.trial_id, r) for r in self._finish())
             self._commit(candidates, [results[trial_id] for trial_id in ids])
 
+    def _run_commands(self, free: int, can_start_new: bool) -> list[TrialResult]:
+        """Resume or stop suspended trials as the stopper says; returns the stopped ones."""
+        if self.driver is None or not self._suspended:
+            return []
+        stopped = []
+        for command in self.driver.poll(free_slots=free, can_start_new=can_start_new):
+            last = self._suspended.pop(str(command.trial_id), None)
+            if last is None:
+                continue
+            if command.decision is Decision.RESUME:
+                self.driver.resume_trial(last.trial_id)
+                self._to_start.append(
+                    self.dispatcher.request(
+                        last.trial_id, last.hyperparameters, attempt=last.attempts + 1, resume=True
+                    )
+                )
+            else:
+                self.driver.complete(last.trial_id)
+                stopped.append(replace(last, status=TrialStatus.STOPPED))
+        idle = not stopped and not self.dispatcher.in_flight and not self._to_start
+        if idle and not can_start_new:  # nothing runs and the stopper resumes nothing: end them
+            for trial_id in list(self._suspended):
+                self.driver.complete(trial_id)
+                stopped.append(replace(self._suspended.pop(trial_id), status=TrialStatus.STOPPED))
+        return stopped
+
     def run_async(self) -> None:
         """Keep ``parallelism`` trials running; update the strategy with each result."""
         launched = len(self.state.trials)
         exhausted = False
         pending: dict[str, Config] = {}
         while True:
+            self.check()
+            busy = self.dispatcher.in_flight + len(self._to_start)
+            can_start_new = not exhausted and launched < self.spec.num_iterations
+            for stopped in self._run_commands(self.spec.parallelism - busy, can_start_new):
+                self._commit([pending.pop(stopped.trial_id)], [stopped])
             while (
                 not exhausted
                 and launched < self.spec.num_iterations
@@ -176,8 +237,11 @@ class Master:
                     self._commit([config], [answered])
                 else:
                     pending[trial_id] = config
+                    if self.driver is not None:
+                        self.driver.start_trial(trial_id)
             self._start_launched()
             if not pending:
                 return
-            for result in self._finish():
-                self._commit([pending.pop(result.trial_id)], [result])
+            if self.dispatcher.in_flight:
+                for result in self._finish():
+                    self._commit([pending.pop(result.trial_id)], [result])

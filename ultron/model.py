@@ -55,6 +55,7 @@ class TrialContext:
     job_id: str
     trial_id: str
     redis_url: str
+    stream: bool = False  # also push reports to the job's stream (early stopping reads it)
     reports: list[dict[str, Any]] = field(default_factory=list)
     _client: Any = None
 
@@ -64,14 +65,28 @@ class TrialContext:
 
     @property
     def stop_key(self) -> str:
-        return f"ultron:job:{self.job_id}:run:stop:{self.trial_id}"
+        return stop_key(self.job_id, self.trial_id)
+
+    @property
+    def stream_key(self) -> str:
+        return report_stream_key(self.job_id)
 
     def client(self) -> Any:
         if self._client is None:
-            import redis
+            from ultron.redis_client import connect
 
-            self._client = redis.Redis.from_url(self.redis_url)
+            self._client = connect(self.redis_url)
         return self._client
+
+
+def stop_key(job_id: str, trial_id: str) -> str:
+    """Set (to ``{"decision": ..., "at": time}``) when early stopping wants the trial to end."""
+    return f"ultron:job:{job_id}:run:stop:{trial_id}"
+
+
+def report_stream_key(job_id: str) -> str:
+    """The job's list of reports of all trials, in arrival order (read by the master)."""
+    return f"ultron:job:{job_id}:run:reports"
 
 
 _current: TrialContext | None = None
@@ -108,6 +123,8 @@ def report(step: int, **metrics: float) -> ReportDecision:
     client = context.client()
     pipe = client.pipeline()
     pipe.rpush(context.reports_key, json.dumps(entry))
+    if context.stream:
+        pipe.rpush(context.stream_key, json.dumps({"trial_id": context.trial_id, **entry}))
     pipe.exists(context.stop_key)
-    _, stop = pipe.execute()
+    *_, stop = pipe.execute()
     return ReportDecision.STOP if stop else ReportDecision.CONTINUE

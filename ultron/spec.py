@@ -30,7 +30,7 @@ from algorithms.base import Direction
 from algorithms.registry import BUILTIN_STRATEGIES, is_builtin, looks_like_dotted_path
 from algorithms.space import Choice, Domain, IntRange, LogUniform, SearchSpace, Uniform
 
-__all__ = ["DomainSpec", "JobSpec", "Objective", "Resources"]
+__all__ = ["DomainSpec", "EarlyStopping", "JobSpec", "Objective", "Resources"]
 
 _MODEL_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 _QUANTITY = re.compile(r"^\d+(\.\d+)?(Ki|Mi|Gi|Ti|k|M|G|T)?$")
@@ -142,6 +142,44 @@ class Resources(_Strict):
         return self.gpu if uses_gpu else max(1, int(-(-self.cpu // 1)))
 
 
+class EarlyStopping(_Strict):
+    """Early stopping: a stopper judges the reports of ``ultron.report`` and stops (or suspends)
+    trials that do not deserve their full budget. Runs with the async loop."""
+
+    type: Literal["asha", "hyperband", "median", "pop"] = Field(
+        description="asha, hyperband (successive-halving brackets), median or pop (HyperDrive)."
+    )
+    metric: str | None = Field(
+        default=None, description="Reported metric to judge; default: the objective's metric."
+    )
+    max_resource: int = Field(ge=1, description="Most steps (reports, e.g. epochs) of a trial.")
+    min_resource: int = Field(default=1, ge=1, description="Steps before a trial may be stopped.")
+    reduction_factor: int = Field(
+        default=3, ge=2, description="asha, hyperband: keep 1/eta per rung (eta in the papers)."
+    )
+    grace_period: float = Field(
+        default=30.0, ge=0, description="Seconds a stopped trial has to return before it is killed."
+    )
+    tell_stopped: bool = Field(
+        default=True, description="Give a stopped trial's score to the strategy (else nan)."
+    )
+    options: dict[str, Any] = Field(
+        default_factory=dict, description="More keyword arguments for the stopper (pop: target)."
+    )
+
+    @model_validator(mode="after")
+    def _resources(self) -> EarlyStopping:
+        if self.min_resource > self.max_resource:
+            raise rule_error(
+                f"min_resource ({self.min_resource}) must not exceed max_resource "
+                f"({self.max_resource})",
+                "lower min_resource or raise max_resource",
+            )
+        if self.type == "pop" and "target" not in self.options:
+            raise rule_error("pop needs a target value of the metric", "add options: {target: 0.9}")
+        return self
+
+
 class JobSpec(_Strict):
     """A whole HPO job. Every field has a default except the code, the model and the space."""
 
@@ -162,10 +200,13 @@ class JobSpec(_Strict):
         default_factory=dict, description="Keyword arguments for the strategy."
     )
     num_iterations: int = Field(default=20, ge=1, description="Budget: number of trials.")
-    loop: Literal["batch", "async"] = Field(
-        default="batch",
+    loop: Literal["batch", "async"] | None = Field(
+        default=None,
         description="batch: rounds of parallelism trials (reproducible); async: a new trial "
-        "as soon as a worker is free.",
+        "as soon as a worker is free. Default: async with early_stopping, else batch.",
+    )
+    early_stopping: EarlyStopping | None = Field(
+        default=None, description="Stop poor trials early (asha, hyperband, median, pop)."
     )
     parallelism: int = Field(default=1, ge=1, description="Trials that run at the same time.")
     objective: Objective = Field(default_factory=Objective, description="Metric and direction.")
@@ -249,6 +290,19 @@ class JobSpec(_Strict):
                 "write redis://host:6379/0, or leave it out for the embedded server",
             )
         return value
+
+    @model_validator(mode="after")
+    def _loop_fits_stopping(self) -> JobSpec:
+        if self.early_stopping is not None and self.loop == "batch":
+            raise rule_error(
+                "early stopping runs with the async loop", "remove loop: batch, or set loop: async"
+            )
+        return self
+
+    @property
+    def loop_kind(self) -> str:
+        """The loop that runs: the spec's, or async with early stopping and batch otherwise."""
+        return self.loop or ("async" if self.early_stopping else "batch")
 
     @property
     def space(self) -> SearchSpace:

@@ -15,7 +15,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from ultron.errors import ConfigIssue, SpecError
-from ultron.spec import DomainSpec, JobSpec, Objective, Resources
+from ultron.spec import DomainSpec, EarlyStopping, JobSpec, Objective, Resources
 
 __all__ = ["PAPER_KEYS", "load_spec"]
 
@@ -36,6 +36,7 @@ _NESTED: dict[str, type[BaseModel]] = {
     "objective": Objective,
     "resources": Resources,
     "search_space": DomainSpec,
+    "early_stopping": EarlyStopping,
 }
 
 _FIXES = {

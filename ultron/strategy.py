@@ -12,12 +12,20 @@ import sys
 from typing import Any
 
 from algorithms.base import HPOAlgorithm
-from algorithms.registry import is_builtin, resolve_strategy
+from algorithms.registry import is_builtin, load_object, resolve_strategy
+from algorithms.stoppers.base import Stopper
 from ultron.environment import TrialEnvironment
 from ultron.errors import ConfigIssue, SpecError
 from ultron.spec import JobSpec
 
-__all__ = ["build_strategy"]
+__all__ = ["build_stopper", "build_strategy"]
+
+_STOPPERS = {
+    "asha": "algorithms.stoppers.asha:ASHA",
+    "hyperband": "algorithms.stoppers.hyperband:Hyperband",
+    "median": "algorithms.stoppers.median:MedianStopping",
+    "pop": "algorithms.stoppers.pop:POP",
+}
 
 
 def _user_paths(env: TrialEnvironment | None) -> list[str]:
@@ -83,3 +91,37 @@ def build_strategy(spec: JobSpec, env: TrialEnvironment | None = None) -> HPOAlg
             ]
         )
     return strategy
+
+
+def build_stopper(spec: JobSpec) -> Stopper | None:
+    """The job's stopper, or ``None`` without early stopping.
+
+    Raises:
+        SpecError: the stopper rejects the options.
+    """
+    stopping = spec.early_stopping
+    if stopping is None:
+        return None
+    kwargs: dict[str, Any] = {
+        "direction": spec.objective.mode,
+        "min_resource": stopping.min_resource,
+        "max_resource": stopping.max_resource,
+    }
+    if stopping.type in ("asha", "hyperband"):
+        kwargs["reduction_factor"] = stopping.reduction_factor
+    if stopping.type == "pop":
+        kwargs.update(slots=spec.parallelism, seed=spec.seed)
+    try:
+        stopper: Stopper = load_object(_STOPPERS[stopping.type])(**kwargs, **stopping.options)
+    except (TypeError, ValueError) as exc:
+        raise SpecError(
+            [
+                ConfigIssue(
+                    "early_stopping.options",
+                    stopping.options,
+                    f"{stopping.type} rejected them ({exc})",
+                    "pass only the options the stopper documents",
+                )
+            ]
+        ) from None
+    return stopper

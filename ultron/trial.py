@@ -22,11 +22,13 @@ class TrialStatus(StrEnum):
     ``FAILED`` is the user's error (an exception in ``score``, a NaN or infinite score) and is
     not retried; ``CRASHED`` is the infrastructure's (the trial process or its worker died) and
     is retried; ``TIMEOUT`` means it ran past the spec's ``trial_timeout``; ``CACHED`` means the
-    score came from the score cache without training.
+    score came from the score cache without training; ``STOPPED`` means early stopping ended it
+    (its score is the value it had then).
     """
 
     COMPLETED = "completed"
     CACHED = "cached"
+    STOPPED = "stopped"
     FAILED = "failed"
     CRASHED = "crashed"
     TIMEOUT = "timeout"
@@ -34,7 +36,7 @@ class TrialStatus(StrEnum):
     @property
     def ok(self) -> bool:
         """Whether the trial has a usable score."""
-        return self in (TrialStatus.COMPLETED, TrialStatus.CACHED)
+        return self in (TrialStatus.COMPLETED, TrialStatus.CACHED, TrialStatus.STOPPED)
 
 
 def trial_seed(job_seed: int, config: dict[str, Any]) -> int:
@@ -70,6 +72,8 @@ class TrialRequest(_Serial):
     resume: bool = False
     attempt: int = 1
     timeout: float | None = None
+    stream_reports: bool = False
+    grace_period: float = 30.0
 
 
 @dataclass(frozen=True)

@@ -59,7 +59,12 @@ def _objective(value: Any, metric: str) -> tuple[float, dict[str, Any]]:
 def run_one(request: dict[str, Any], models: dict[str, Any]) -> dict[str, Any]:
     """Run one trial request; never raises for the user's errors."""
     started = time.monotonic()
-    context = TrialContext(request["job_id"], request["trial_id"], request["redis_url"])
+    context = TrialContext(
+        request["job_id"],
+        request["trial_id"],
+        request["redis_url"],
+        stream=bool(request.get("stream_reports")),
+    )
     set_current_trial(context)
     out: dict[str, Any] = {"status": "completed"}
     try:

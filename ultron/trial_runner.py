@@ -9,6 +9,7 @@ replaces one only when it crashed or was stopped. The function Dask runs is :fun
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import signal
@@ -20,6 +21,7 @@ import time
 from multiprocessing.connection import Connection
 from typing import Any
 
+from ultron.model import stop_key
 from ultron.trial import TrialRequest, TrialResult, TrialStatus
 
 __all__ = ["WarmProcess", "run_trial", "shutdown_processes", "warm_up"]
@@ -51,10 +53,11 @@ class WarmProcess:
             )
         child.close()
         self.conn = Connection(parent.detach())
-        hello = self._receive(_START_TIMEOUT_S)
+        hello = self.receive(_START_TIMEOUT_S)
         self.pid = int(hello["pid"])
 
-    def _receive(self, timeout: float | None) -> dict[str, Any]:
+    def receive(self, timeout: float | None) -> dict[str, Any]:
+        """Wait up to ``timeout`` seconds for an answer; TimeoutError or ProcessDied otherwise."""
         try:
             ready = self.conn.poll(timeout)
             message: dict[str, Any] = self.conn.recv() if ready else {}
@@ -65,13 +68,17 @@ class WarmProcess:
             raise TimeoutError
         return message
 
-    def call(self, message: dict[str, Any], timeout: float | None) -> dict[str, Any]:
-        """Send one request and wait for its answer; TimeoutError or ProcessDied otherwise."""
+    def send(self, message: dict[str, Any]) -> None:
+        """Send one request; ProcessDied if the process is gone."""
         try:
             self.conn.send(message)
         except OSError as exc:
             raise ProcessDied(_describe_exit(self.proc.wait(timeout=10))) from exc
-        return self._receive(timeout)
+
+    def call(self, message: dict[str, Any], timeout: float | None) -> dict[str, Any]:
+        """Send one request and wait for its answer."""
+        self.send(message)
+        return self.receive(timeout)
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -157,6 +164,50 @@ def shutdown_processes() -> int:
     return len(processes)
 
 
+class ForcedStop(Exception):
+    """Early stopping ended the trial and it did not return within its grace period."""
+
+
+_clients: dict[str, Any] = {}
+
+
+def _redis(url: str) -> Any:
+    if url not in _clients:
+        from ultron.redis_client import connect
+
+        _clients[url] = connect(url)
+    return _clients[url]
+
+
+def _wait_for_answer(process: WarmProcess, request: TrialRequest) -> dict[str, Any]:
+    """The trial's answer; with early stopping, a trial that ignores a stop is killed after
+    its grace period (ForcedStop)."""
+    if not request.stream_reports:
+        return process.receive(request.timeout)
+    deadline = None if request.timeout is None else time.monotonic() + request.timeout
+    key = stop_key(request.job_id, request.trial_id)
+    while True:
+        left = 1.0 if deadline is None else min(1.0, max(deadline - time.monotonic(), 0.0))
+        try:
+            return process.receive(left)
+        except TimeoutError:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise
+        raw = _redis(request.redis_url).get(key)
+        if raw and time.time() - json.loads(raw)["at"] > request.grace_period:
+            raise ForcedStop(json.loads(raw)["decision"])
+
+
+def _last_reported(request: TrialRequest) -> float | None:
+    client = _redis(request.redis_url)
+    key = f"ultron:job:{request.job_id}:run:reports:{request.trial_id}"
+    for raw in reversed(client.lrange(key, -50, -1)):
+        entry = json.loads(raw)
+        if request.metric in entry:
+            return float(entry[request.metric])
+    return None
+
+
 def run_trial(request_data: dict[str, Any]) -> dict[str, Any]:
     """Run one trial attempt in a warm process; the Dask task function.
 
@@ -176,11 +227,16 @@ def run_trial(request_data: dict[str, Any]) -> dict[str, Any]:
     }
     extra: dict[str, Any]
     try:
-        answer = process.call(request.to_dict(), timeout=request.timeout)
+        process.send(request.to_dict())
+        answer = _wait_for_answer(process, request)
     except TimeoutError:
         process.kill()
         error = f"trial ran past trial_timeout ({request.timeout} s) and was stopped"
         status, extra = TrialStatus.TIMEOUT, {"error": error}
+    except ForcedStop as exc:
+        process.kill()
+        error = f"early stopping ({exc}) and the model did not return within the grace period"
+        status, extra = TrialStatus.STOPPED, {"error": error, "score": _last_reported(request)}
     except ProcessDied as exc:
         process.kill()
         status, extra = TrialStatus.CRASHED, {"error": str(exc)}

@@ -1,0 +1,137 @@
+"""Drives a stopper (``algorithms/stoppers``) from the trials' reports, in the master.
+
+Trials push each ``ultron.report`` to the job's report stream in Redis. A daemon thread pops
+them, turns the trial's own step numbers into the stopper's (1, 2, 3, ... per trial, counting
+across suspensions and ignoring steps a restarted attempt reports again), asks the stopper, and
+carries out a ``STOP`` or ``SUSPEND`` by setting the trial's stop flag: ``ultron.report`` then
+tells the model to return (cooperative), and the worker kills a trial that does not return within
+the grace period (forced). The master asks :meth:`outcome` when a trial returns.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from typing import Any
+
+from algorithms.stoppers.base import Command, Decision, Stopper
+from ultron.model import report_stream_key, stop_key
+
+__all__ = ["StopperDriver"]
+
+logger = logging.getLogger(__name__)
+
+
+class StopperDriver:
+    """One job's stopper, fed from its report stream; thread-safe.
+
+    Args:
+        stopper: the stopper.
+        client: a Redis client (``ultron.redis_client.connect``).
+        job_id: the job.
+        metric: the reported metric the stopper judges.
+    """
+
+    def __init__(self, stopper: Stopper, client: Any, job_id: str, *, metric: str) -> None:
+        self.stopper = stopper
+        self.client = client
+        self.job_id = job_id
+        self.metric = metric
+        self._lock = threading.Lock()
+        self._steps: dict[str, int] = {}
+        self._last_user_step: dict[str, float] = {}
+        self._decided: dict[str, Decision] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"stopper-{job_id}", daemon=True)
+
+    def start(self) -> StopperDriver:
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        key = report_stream_key(self.job_id)
+        while not self._stop.is_set():
+            try:
+                item = self.client.blpop([key], timeout=0.5)
+            except Exception:  # Redis away: the client retries; never let the thread die
+                logger.exception("reading the report stream failed")
+                time.sleep(0.5)
+                continue
+            if item is not None:
+                self.feed(json.loads(item[1]))
+
+    def drain(self) -> None:
+        """Judge every report still in the stream (called before deciding a trial's outcome)."""
+        key = report_stream_key(self.job_id)
+        while (raw := self.client.lpop(key)) is not None:
+            self.feed(json.loads(raw))
+
+    def feed(self, entry: dict[str, Any]) -> None:
+        """Judge one report ``{"trial_id", "step", <metrics>}``."""
+        trial_id, value = str(entry["trial_id"]), entry.get(self.metric)
+        if value is None:
+            return
+        with self._lock:
+            if trial_id in self._decided or entry["step"] <= self._last_user_step.get(
+                trial_id, float("-inf")
+            ):
+                return
+            self._last_user_step[trial_id] = entry["step"]
+            step = self._steps[trial_id] = self._steps.get(trial_id, 0) + 1
+            decision = self.stopper.on_report(trial_id, step, float(value))
+            if decision in (Decision.STOP, Decision.SUSPEND) and step < self.stopper.max_resource:
+                self._decided[trial_id] = decision
+                flag = json.dumps({"decision": str(decision), "at": time.time()})
+                self.client.set(stop_key(self.job_id, trial_id), flag)
+
+    def start_trial(self, trial_id: str) -> None:
+        with self._lock:
+            self.stopper.on_trial_start(trial_id)
+
+    def resume_trial(self, trial_id: str) -> None:
+        """A suspended trial runs again: clear its decision and its stop flag."""
+        with self._lock:
+            self._decided.pop(trial_id, None)
+            self.client.delete(stop_key(self.job_id, trial_id))
+
+    def outcome(self, trial_id: str) -> Decision | None:
+        """What the stopper decided for a trial that returned (None: it ran to its end)."""
+        self.drain()
+        with self._lock:
+            return self._decided.get(trial_id)
+
+    def steps(self, trial_id: str) -> int:
+        with self._lock:
+            return self._steps.get(trial_id, 0)
+
+    def complete(self, trial_id: str) -> None:
+        with self._lock:
+            self._decided.pop(trial_id, None)
+            self.stopper.on_trial_complete(trial_id)
+        self.client.delete(stop_key(self.job_id, trial_id))
+
+    def poll(self, *, free_slots: int, can_start_new: bool) -> list[Command]:
+        with self._lock:
+            return self.stopper.poll(free_slots=free_slots, can_start_new=can_start_new)
+
+    def state_dict(self) -> dict[str, Any]:
+        with self._lock:
+            return {
+                "stopper": self.stopper.state_dict(),
+                "steps": dict(self._steps),
+                "last_user_step": dict(self._last_user_step),
+                "decided": {k: str(v) for k, v in self._decided.items()},
+            }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        with self._lock:
+            self.stopper.load_state_dict(state["stopper"])
+            self._steps = dict(state["steps"])
+            self._last_user_step = dict(state["last_user_step"])
+            self._decided = {k: Decision(v) for k, v in state["decided"].items()}

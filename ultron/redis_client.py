@@ -1,0 +1,34 @@
+"""Redis clients that ride out a restart of the server.
+
+Every ultron process (master, Dask workers, trial processes) connects through :func:`connect`:
+commands that fail because the server is down or restarting are retried with exponential
+backoff for up to ``ULTRON_REDIS_RETRY_S`` seconds (default 120), so a Redis that is killed and
+restarted mid-job (with its append-only file) costs the job a pause, not its life.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import redis
+from redis.backoff import ExponentialBackoff
+from redis.exceptions import BusyLoadingError, ConnectionError, TimeoutError
+from redis.retry import Retry
+
+__all__ = ["connect"]
+
+
+def connect(url: str, **kwargs: Any) -> redis.Redis:
+    """A client of ``url`` that retries through connection failures."""
+    budget_s = float(os.environ.get("ULTRON_REDIS_RETRY_S", "120"))
+    backoff = ExponentialBackoff(cap=2.0, base=0.05)
+    retries = max(1, int(budget_s / 2.0) + 6)  # the backoff reaches its 2 s cap in ~6 tries
+    return redis.Redis.from_url(
+        url,
+        retry=Retry(backoff, retries),
+        retry_on_error=[ConnectionError, TimeoutError, BusyLoadingError],
+        socket_connect_timeout=5,
+        health_check_interval=30,
+        **kwargs,
+    )
