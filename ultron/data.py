@@ -275,7 +275,10 @@ def _distributed_dataset(
     sharding = policy.OFF if config.get("sharding", "off") == "off" else policy.DYNAMIC
     return dataset.apply(
         tf.data.experimental.service.distribute(
-            processing_mode=sharding, service=config["dispatcher"], job_name=None
+            processing_mode=sharding,
+            service=config["dispatcher"],
+            job_name=None,
+            compression=None if config.get("compression", "none") == "none" else "AUTO",
         )
     )
 

@@ -277,9 +277,11 @@ def test_50_threads_never_exceed_max(redis_url: str, namespace: str) -> None:
 
 
 def test_50_processes_never_exceed_max(redis_url: str, namespace: str) -> None:
-    # fork: 50 spawned interpreters re-importing redis take tens of seconds on a small machine.
-    # No thread of this process runs while they are forked (the sampler starts afterwards).
-    context = multiprocessing.get_context("fork")
+    # forkserver: 50 spawned interpreters take tens of seconds on a small machine, and a plain
+    # fork copies the threads other fixtures started (Prefect's test server): the children
+    # are forked from a clean single-threaded server that has imported redis once.
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["redis", "ultron.limiter"])
     procs = [
         context.Process(target=_contend, args=(redis_url, namespace, i, False))
         for i in range(WORKERS)

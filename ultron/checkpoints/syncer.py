@@ -159,7 +159,7 @@ class CheckpointSyncer:
         self._stopping.set()
         self._wake.set()
         if self._thread is None:
-            self.sync_once()
+            self._run()  # never started: the last scan and its retries in this thread
         elif wait:
             self._thread.join(timeout_s + 5.0)
         return not self.pending()
