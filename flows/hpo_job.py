@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from prefect import flow
+from prefect.runtime import flow_run
 
 from tasks.acquire_resources import JobResources, acquire_resources
 from tasks.containerize import containerize
@@ -36,7 +37,7 @@ def hpo_job(spec: dict[str, Any], job_id: str | None = None) -> dict[str, Any]:
         job_id: a stable id; running again with the id of an unfinished job resumes it.
     """
     job = load_spec(spec)  # every problem is reported before any compute is spent
-    job_id = job_id or new_job_id(job.name)
+    job_id = job_id or _stable_job_id(job.name)
     with job_redis(job) as redis_url:
         resources: JobResources | None = None
         state: JobState | None = None
@@ -56,6 +57,12 @@ def hpo_job(spec: dict[str, Any], job_id: str | None = None) -> dict[str, Any]:
         finally:
             summary = finalize(job, job_id, redis_url, resources, state, error, clock.seconds)
     return summary
+
+
+def _stable_job_id(name: str) -> str:
+    """A new job's id; a Prefect retry of the same flow run gets the same one, and resumes."""
+    run_id = flow_run.get_id()
+    return f"{new_job_id(name).rsplit('-', 1)[0]}-{run_id[:8]}" if run_id else new_job_id(name)
 
 
 class _Clock:

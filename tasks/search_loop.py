@@ -122,6 +122,14 @@ def search_loop(
     client = connect(redis_url)
     store = JobStore(client, job_id)
     state = store.load() or JobState(job_id)
+    resume_ids = set(store.running())  # trials that ran when a previous master died
+    if resume_ids:
+        logger.info(
+            "resuming job %s: trials %s run again from their checkpoints",
+            job_id,
+            sorted(resume_ids),
+        )
+    store.clear_running()
     strategy = build_strategy(spec, env)
     if state.algorithm and hasattr(strategy, "load_state_dict"):
         strategy.load_state_dict(state.algorithm)
@@ -147,6 +155,7 @@ def search_loop(
         on_result=progress.update,
         check=lambda: _check_lease(resources, job_id),
         driver=driver,
+        resume_ids=resume_ids,
     )
     try:
         if spec.loop_kind == "async":

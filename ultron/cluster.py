@@ -83,8 +83,12 @@ def _gpu_cluster(spec: JobSpec, memory_limit: str | int) -> Any:
 
 def start_cluster(spec: JobSpec) -> ClusterHandle:
     """Connect to ``ULTRON_DASK_ADDRESS`` or start a local cluster sized for ``spec``."""
+    import dask
     from distributed import Client, LocalCluster
 
+    # A worker that dies while running a trial fails that attempt at once (KilledWorker) so the
+    # dispatcher retries it from its checkpoint, instead of Dask rerunning it from scratch.
+    dask.config.set({"distributed.scheduler.allowed-failures": 0})
     resources: dict[str, float] = {"GPU": spec.resources.gpu} if spec.resources.gpu else {}
     address = os.environ.get("ULTRON_DASK_ADDRESS")
     if address:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 __all__ = [
     "CodeBaseError",
     "ConfigIssue",
+    "JobFailedError",
     "ResourceTimeoutError",
     "SpecError",
     "TrialError",
@@ -59,6 +60,10 @@ class CodeBaseError(UltronError):
 
 class ResourceTimeoutError(UltronError):
     """The resource limiter could not grant the requested units in time."""
+
+
+class JobFailedError(UltronError):
+    """Too many trials of a job failed (more than the spec's ``max_failed_share``)."""
 
 
 class TrialError(UltronError):

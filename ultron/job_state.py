@@ -113,6 +113,9 @@ class JobStore:
     def mark_done(self, trial_id: str) -> None:
         self.client.hdel(self.transient("running"), trial_id)
 
+    def clear_running(self) -> None:
+        self.client.delete(self.transient("running"))
+
     def running(self) -> dict[str, dict[str, Any]]:
         raw = self.client.hgetall(self.transient("running"))
         return {k.decode(): json.loads(v) for k, v in raw.items()}

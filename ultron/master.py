@@ -25,6 +25,7 @@ from algorithms.space import Config, canonical
 from algorithms.stoppers.base import Decision
 from ultron.dispatcher import TrialDispatcher
 from ultron.early_stopping import StopperDriver
+from ultron.errors import JobFailedError
 from ultron.job_state import JobState, JobStore
 from ultron.score_cache import ScoreCache
 from ultron.spec import JobSpec
@@ -35,6 +36,9 @@ __all__ = ["Master"]
 logger = logging.getLogger(__name__)
 
 OnResult = Callable[[JobState, int, "TrialResult | None"], None]
+
+
+_FAILURES = (TrialStatus.FAILED, TrialStatus.CRASHED, TrialStatus.TIMEOUT)
 
 
 def _score(result: TrialResult) -> float:
@@ -54,6 +58,7 @@ class Master:
     on_result: OnResult = lambda state, running, last: None
     check: Callable[[], None] = lambda: None  # raises to abort the search (e.g. a lost lease)
     driver: StopperDriver | None = None
+    resume_ids: set[str] = field(default_factory=set)
     _waiting: dict[str, list[tuple[str, Config]]] = field(default_factory=dict)
     _to_start: list[TrialRequest] = field(default_factory=list)
     _suspended: dict[str, TrialResult] = field(default_factory=dict)
@@ -71,6 +76,16 @@ class Master:
         self, trial_id: str, config: Config, hit: dict[str, Any] | None
     ) -> TrialResult | None:
         """Start a trial, or answer it now (cache hit); a repeat of a running one waits."""
+        same_trial = hit is not None and (hit.get("job_id"), hit.get("trial_id")) == (
+            self.state.job_id,
+            trial_id,
+        )
+        if hit is not None and same_trial and "result" in hit:
+            # This very trial finished before the master restarted: take its row as it was.
+            recovered = TrialResult.from_dict({**hit["result"], "trial_id": trial_id})
+            self.state.curves[trial_id] = hit.get("curve", [])
+            self.on_result(self.state, self.dispatcher.in_flight, recovered)
+            return recovered
         if hit is not None:
             cached = TrialResult(
                 trial_id,
@@ -87,7 +102,8 @@ class Master:
             self._waiting[key].append((trial_id, config))
         else:
             self._waiting[key] = []
-            self._to_start.append(self.dispatcher.request(trial_id, config))
+            resume = trial_id in self.resume_ids  # it was running when the master died
+            self._to_start.append(self.dispatcher.request(trial_id, config, resume=resume))
         return None
 
     def _start_launched(self) -> None:
@@ -125,6 +141,8 @@ class Master:
                     "metrics": result.metrics,
                     "job_id": self.state.job_id,
                     "trial_id": result.trial_id,
+                    "result": result.to_dict(),
+                    "curve": self.state.curves.get(result.trial_id, []),
                 },
             )
         if result.status is TrialStatus.FAILED:
@@ -161,6 +179,19 @@ class Master:
         if self.driver is not None:
             self.state.stopper = self.driver.state_dict()
         self.store.save(self.state, results)
+        self._check_failures()
+
+    def _check_failures(self) -> None:
+        """Fail the job as soon as more than ``max_failed_share`` of its budget has failed."""
+        failed = [t for t in self.state.trials if t.status in _FAILURES]
+        if len(failed) > self.spec.max_failed_share * self.spec.num_iterations:
+            kinds = sorted({str(t.status) for t in failed})
+            raise JobFailedError(
+                f"{len(failed)} of {self.spec.num_iterations} trials failed ({', '.join(kinds)}; "
+                f"first: trial {failed[0].trial_id}: {failed[0].error}), more than "
+                f"max_failed_share={self.spec.max_failed_share}. Fix: see the tracebacks in the "
+                "trial table and the trial logs; raise max_failed_share to tolerate more"
+            )
 
     def run_batch(self) -> None:
         """The paper's loop: rounds of ``parallelism`` candidates."""

@@ -214,6 +214,13 @@ class JobSpec(_Strict):
     retries: int = Field(
         default=2, ge=0, description="Retries of a trial after an infrastructure failure."
     )
+    max_failed_share: float = Field(
+        default=0.5,
+        ge=0,
+        le=1,
+        description="The job fails when more than this share of its trials failed (user "
+        "errors, crashes after all retries, timeouts); below it, failures are recorded.",
+    )
     trial_timeout: float | None = Field(
         default=None, gt=0, description="Seconds a trial may run before it is stopped."
     )

@@ -13,6 +13,7 @@ import math
 import os
 import random
 import sys
+import threading
 import time
 import traceback
 from multiprocessing.connection import Connection
@@ -100,8 +101,21 @@ def _redirect_output(log_path: str) -> None:
     os.close(fd)
 
 
+def _exit_with_parent() -> None:
+    """End this process when its worker dies (a trial must not outlive its worker)."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(70)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
 def main(fd: int) -> None:
     """Serve requests on the inherited socket ``fd`` until it closes or says ``exit``."""
+    _exit_with_parent()
     conn = Connection(fd)
     models: dict[str, Any] = {}
     conn.send({"op": "ready", "pid": os.getpid()})

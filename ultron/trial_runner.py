@@ -215,6 +215,14 @@ def run_trial(request_data: dict[str, Any]) -> dict[str, Any]:
     plus its learning curve under ``curve``.
     """
     request = TrialRequest.from_dict(request_data)
+    done_key = _result_key(request)
+    finished = _redis(request.redis_url).get(done_key)
+    if finished is not None:  # Dask ran this attempt again (its result was on a lost worker)
+        logger.info(
+            "trial %s attempt %d already finished; not run again", request.trial_id, request.attempt
+        )
+        answer: dict[str, Any] = json.loads(finished)
+        return answer
     log_dir = os.path.dirname(request.log_path)
     started = time.monotonic()
     process = _checkout(request.python, os.path.join(log_dir, f"worker-{os.getpid()}.log"))
@@ -250,4 +258,11 @@ def run_trial(request_data: dict[str, Any]) -> dict[str, Any]:
     extra.setdefault("duration", time.monotonic() - started)
     curve: list[dict[str, Any]] = extra.pop("curve", [])
     result = TrialResult.from_dict({**base, **extra, "status": status})
-    return {**result.to_dict(), "curve": curve}
+    answer = {**result.to_dict(), "curve": curve}
+    _redis(request.redis_url).set(done_key, json.dumps(answer))
+    return answer
+
+
+def _result_key(request: TrialRequest) -> str:
+    """Where a finished attempt's result waits, so that running it again returns it instead."""
+    return f"ultron:job:{request.job_id}:run:result:{request.trial_id}:{request.attempt}"

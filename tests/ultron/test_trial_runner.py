@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,10 +21,13 @@ from ultron.trial import TrialRequest, TrialStatus
 from ultron.trial_runner import run_trial, shutdown_processes
 
 TOY = Path(__file__).parents[1] / "data" / "toy"
+JOB = f"runner-test-{uuid.uuid4().hex[:8]}"
 
 
 @pytest.fixture(autouse=True)
 def _toy_on_path(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    global JOB
+    JOB = f"runner-test-{uuid.uuid4().hex[:8]}"  # a finished attempt's result is kept per job
     # The trial processes inherit the environment: here the toy package comes from PYTHONPATH
     # instead of an installed trial environment, which tests/ultron/test_environment.py covers.
     monkeypatch.setenv("PYTHONPATH", f"{TOY}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
@@ -34,7 +38,7 @@ def _toy_on_path(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 def _request(tmp_path: Path, redis_url: str, behaviour: str, **extra: Any) -> dict[str, Any]:
     trial_id = extra.pop("trial_id", behaviour)
     return TrialRequest(
-        job_id="runner-test",
+        job_id=JOB,
         trial_id=trial_id,
         hyperparameters={"behaviour": behaviour, "x": 3.0},
         model="toy_model:Behaves",
@@ -104,9 +108,20 @@ def test_reports_reach_redis_and_the_curve(tmp_path: Path, redis_url: str) -> No
     assert result["status"] == TrialStatus.COMPLETED and result["score"] == 1.0
     assert [point["step"] for point in result["curve"]] == [0, 1, 2]
     client = redis.Redis.from_url(redis_url)
-    stored = [
-        json.loads(v) for v in client.lrange("ultron:job:runner-test:run:reports:quad", 0, -1)
-    ]
+    stored = [json.loads(v) for v in client.lrange(f"ultron:job:{JOB}:run:reports:quad", 0, -1)]
     assert [point["loss"] for point in stored] == [2.0, 1.5, 1.0 + 1 / 3]
     log = Path(request["log_path"])
     assert log.exists()
+
+
+def test_a_finished_attempt_run_again_returns_its_result(tmp_path: Path, redis_url: str) -> None:
+    calls = tmp_path / "calls.txt"
+    os.environ["TOY_CALLS_FILE"] = str(calls)
+    try:
+        request = _request(tmp_path, redis_url, "ok", trial_id="twice")
+        first = run_trial(request)
+        again = run_trial(request)  # what Dask does when the result was on a lost worker
+    finally:
+        del os.environ["TOY_CALLS_FILE"]
+    assert again == first
+    assert len(calls.read_text().splitlines()) == 1  # trained once

@@ -33,7 +33,8 @@ class Quadratic:
 
 
 class Behaves:
-    """Does what ``hyperparameters["behaviour"]`` says: ok, raise, nan, exit, hang, no_metric."""
+    """Does what ``hyperparameters["behaviour"]`` says: ok, raise, nan, exit, exit_once (exits
+    in its first attempt only), hang, no_metric."""
 
     def score(self, hyperparameters: dict, checkpoint_path: str, resume: bool) -> dict:
         _record(hyperparameters)
@@ -41,6 +42,10 @@ class Behaves:
         if behaviour == "raise":
             raise ValueError("this configuration always fails")
         if behaviour == "exit":
+            os._exit(1)
+        marker = os.path.join(checkpoint_path, "attempted")
+        if behaviour == "exit_once" and not os.path.exists(marker):
+            open(marker, "w").close()  # the marker survives in the trial's checkpoint folder
             os._exit(1)
         if behaviour == "hang":
             time.sleep(3600)
