@@ -83,3 +83,45 @@ class Stubborn:
             ultron.report(step, loss=x)  # the decision is ignored on purpose
             time.sleep(0.2)
         return x
+
+
+def _log(**entry: object) -> None:
+    path = os.environ.get("TOY_CALLS_FILE")
+    if path:
+        with open(path, "a") as handle:
+            handle.write(json.dumps(entry, sort_keys=True) + "\n")
+
+
+class Sleepy:
+    """Logs its start and end, sleeps ``sleep`` seconds (default 0.6), returns ``x``."""
+
+    def score(self, hyperparameters: dict, checkpoint_path: str, resume: bool) -> float:
+        x = float(hyperparameters["x"])
+        _log(event="start", x=x, resume=resume)
+        time.sleep(float(hyperparameters.get("sleep", 0.6)))
+        _log(event="end", x=x)
+        return x
+
+
+class Epochs:
+    """Trains ``epochs`` epochs of ``epoch_s`` seconds, checkpointing after each one.
+
+    Each finished epoch is logged with the Dask worker's pid (this process's parent), so a test
+    can kill the worker of a chosen trial and count the epochs trained in total.
+    """
+
+    def score(self, hyperparameters: dict, checkpoint_path: str, resume: bool) -> float:
+        x = float(hyperparameters["x"])
+        state = os.path.join(checkpoint_path, "state.json")
+        start = 0
+        if resume and os.path.exists(state):
+            with open(state) as handle:
+                start = json.load(handle)["epoch"] + 1
+        for epoch in range(start, int(hyperparameters.get("epochs", 8))):
+            time.sleep(float(hyperparameters.get("epoch_s", 0.4)))
+            with open(state + ".tmp", "w") as handle:
+                json.dump({"epoch": epoch}, handle)
+            os.replace(state + ".tmp", state)
+            _log(event="epoch", x=x, epoch=epoch, worker_pid=os.getppid(), resume=resume)
+            ultron.report(epoch, loss=x)
+        return x
