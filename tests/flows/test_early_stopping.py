@@ -95,3 +95,40 @@ def _load(path: Path) -> dict:
     import yaml
 
     return yaml.safe_load(path.read_text())
+
+
+def test_suspended_trials_resume_from_their_checkpoint_without_repeating_steps(
+    tmp_path: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = tmp_path / "calls.jsonl"
+    monkeypatch.setenv("TOY_CALLS_FILE", str(calls))
+    result = ultron.run(
+        {
+            "name": "hyperband",
+            "code": str(TOY),
+            "model": "toy_model:Epochs",
+            "search_space": {
+                "x": {"type": "uniform", "low": 0, "high": 10},
+                "epochs": [9],
+                "epoch_s": [0.3],
+                "tag": [uuid.uuid4().hex],
+            },
+            "num_iterations": 10,
+            "parallelism": 2,
+            "objective": {"metric": "loss"},
+            "early_stopping": {"type": "hyperband", "max_resource": 9, "reduction_factor": 3},
+            "storage": str(tmp_path / "runs"),
+            "redis_url": redis_url,
+        }
+    )
+    assert result.status == "completed" and len(result.trials) == 10
+    log = [json.loads(line) for line in calls.read_text().splitlines()]
+    steps = [(e["x"], e["epoch"]) for e in log]
+    assert len(steps) == len(set(steps))  # no step of any trial trained twice
+    resumed = {e["x"] for e in log if e["resume"]}
+    assert resumed, "no trial was suspended and resumed"
+    for x in resumed:  # a resumed trial continues where it stopped
+        epochs = [e["epoch"] for e in log if e["x"] == x]
+        assert epochs == list(range(len(epochs)))
+    assert sum(len(v) for v in [steps]) < 10 * 9  # brackets stopped some trials early
+    assert all(t.status in (TrialStatus.COMPLETED, TrialStatus.STOPPED) for t in result.trials)

@@ -123,5 +123,6 @@ class Epochs:
                 json.dump({"epoch": epoch}, handle)
             os.replace(state + ".tmp", state)
             _log(event="epoch", x=x, epoch=epoch, worker_pid=os.getppid(), resume=resume)
-            ultron.report(epoch, loss=x)
+            if not ultron.report(epoch, loss=x):
+                break  # stopped or suspended: the checkpoint is saved
         return x
