@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
-EXTRAS=${ULTRON_EXTRAS:-torch,s3,dev}
+EXTRAS=${ULTRON_EXTRAS:-torch,s3,tf,data,dev}
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi

@@ -1,0 +1,222 @@
+"""The job's data service: a tf.data service dispatcher and its workers, and the handle to them.
+
+The flow starts one service per job with :func:`start_data_service` and stops it in
+``finalize`` with :meth:`DataServiceHandle.stop`. By default the service runs in a child
+process of the job (it stages the data, starts the dispatcher and the workers, and exits when
+the job closes its stdin or dies), so TensorFlow never loads into the flow's process and
+nothing outlives the job. ``in_process=True`` runs it in the calling process (tests).
+
+Each trial gets :meth:`DataServiceHandle.trial_config` (a small JSON-able ``dict``) in its
+request; the trial process hands it to :func:`ultron.data.set_service`.
+
+Example:
+    >>> handle = DataServiceHandle(dispatcher_address="grpc://localhost:5050",
+    ...                            manifest={"rows": 0}, spec=DataSpec(url="d.npz"), seed=3)
+    >>> config = handle.trial_config()
+    >>> config["dispatcher"], config["batch_size"], config["sharding"]
+    ('grpc://localhost:5050', 32, 'off')
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from datamanager.errors import DataServiceError
+from datamanager.pipeline import import_tensorflow
+from datamanager.spec import DataSpec
+
+__all__ = ["DataServiceHandle", "LocalDataService", "start_data_service"]
+
+logger = logging.getLogger(__name__)
+
+READY_FILE = "service.json"
+ENV_VAR = "ULTRON_DATA_SERVICE"
+
+
+class LocalDataService:
+    """A tf.data service dispatcher and ``workers`` workers in this process.
+
+    Example:
+        >>> service = LocalDataService(workers=1)       # doctest: +SKIP
+        >>> service.address                             # doctest: +SKIP
+        'grpc://localhost:39543'
+        >>> service.stop()                              # doctest: +SKIP
+    """
+
+    def __init__(self, *, workers: int = 1, host: str = "localhost", port: int = 0) -> None:
+        tf = import_tensorflow()
+        svc = tf.data.experimental.service
+        self._dispatcher = svc.DispatchServer(svc.DispatcherConfig(port=port))
+        port_used = int(self._dispatcher.target.rsplit(":", 1)[1])
+        self.address = f"grpc://{host}:{port_used}"
+        self._workers = [
+            svc.WorkerServer(
+                svc.WorkerConfig(
+                    dispatcher_address=f"localhost:{port_used}",
+                    worker_address=f"{host}:%port%",
+                    port=0,
+                )
+            )
+            for _ in range(workers)
+        ]
+
+    def stop(self) -> None:
+        """Stop the workers, then the dispatcher; their ports are free afterwards."""
+        for worker in self._workers:
+            worker.stop()
+        self._workers = []
+        self._dispatcher.stop()
+
+
+@dataclass
+class DataServiceHandle:
+    """The running data service of one job: its address, the staged data, how to stop it.
+
+    Attributes:
+        dispatcher_address: ``grpc://host:port`` of the dispatcher.
+        manifest: the staged data (see :mod:`datamanager.staging`).
+        spec: the job's ``data`` section.
+        seed: the job seed; a trial without a seed of its own uses it.
+    """
+
+    dispatcher_address: str
+    manifest: dict[str, Any]
+    spec: DataSpec
+    seed: int = 0
+    _process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    _local: LocalDataService | None = field(default=None, repr=False)
+
+    def trial_config(self) -> dict[str, Any]:
+        """What a trial needs to read from the service; JSON-able, for the trial request."""
+        return {
+            "dispatcher": self.dispatcher_address,
+            "manifest": self.manifest,
+            "batch_size": self.spec.batch_size,
+            "shuffle_buffer": self.spec.shuffle_buffer,
+            "drop_remainder": self.spec.drop_remainder,
+            "pipeline": self.spec.pipeline,
+            "prefetch": self.spec.prefetch,
+            "sharding": "off" if self.spec.workers == 1 else "dynamic",
+            "compression": self.spec.compression,
+            "job_seed": self.seed,
+        }
+
+    def env(self) -> dict[str, str]:
+        """The same as environment variables (``ULTRON_DATA_SERVICE``: the config as JSON)."""
+        return {ENV_VAR: json.dumps(self.trial_config())}
+
+    @property
+    def running(self) -> bool:
+        """Whether the service is up (its process alive, or its servers not yet stopped)."""
+        if self._process is not None:
+            return self._process.poll() is None
+        return self._local is not None
+
+    def stop(self, *, timeout: float = 20.0) -> None:
+        """Stop the dispatcher and the workers; safe to call more than once."""
+        if self._local is not None:
+            self._local.stop()
+            self._local = None
+        if self._process is not None:
+            _end_process(self._process, timeout=timeout)
+            self._process = None
+
+    def __enter__(self) -> DataServiceHandle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def start_data_service(
+    data_spec: DataSpec,
+    *,
+    job_id: str,
+    seed: int,
+    base_dir: str | Path = ".",
+    work_dir: str | Path | None = None,
+    in_process: bool = False,
+    startup_timeout: float = 300.0,
+) -> DataServiceHandle:
+    """Stage the data and start the job's data service; returns once trials can read from it.
+
+    Args:
+        data_spec: the job's ``data`` section.
+        job_id: the job; the staged data goes to ``<scratch of the job>/data``.
+        seed: the job seed.
+        base_dir: where a relative ``data.url`` starts (the spec's folder).
+        work_dir: where to stage the data and keep the service's log; default the job's scratch.
+        in_process: run the servers in this process instead of a child process.
+        startup_timeout: seconds to wait for a child process to be ready.
+
+    Raises:
+        DataServiceError: the service did not start; its log is quoted.
+    """
+    from ultron.paths import scratch_dir
+
+    work = Path(work_dir) if work_dir is not None else scratch_dir(job_id) / "data"
+    work.mkdir(parents=True, exist_ok=True)
+    if in_process:
+        from datamanager.staging import stage
+
+        manifest = stage(data_spec, base_dir=base_dir, out_dir=work / "staged")
+        local = LocalDataService(
+            workers=data_spec.workers, host=data_spec.host, port=data_spec.port
+        )
+        return DataServiceHandle(local.address, manifest, data_spec, seed, _local=local)
+    return _start_child(data_spec, seed=seed, base_dir=base_dir, work=work, timeout=startup_timeout)
+
+
+def _start_child(
+    data_spec: DataSpec, *, seed: int, base_dir: str | Path, work: Path, timeout: float
+) -> DataServiceHandle:
+    ready = work / READY_FILE
+    ready.unlink(missing_ok=True)
+    config = {
+        "spec": data_spec.model_dump(mode="json"),
+        "base_dir": str(Path(base_dir).resolve()),
+        "work_dir": str(work.resolve()),
+    }
+    log_path = work / "service.log"
+    with open(log_path, "ab") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "datamanager.server_process", json.dumps(config)],
+            stdin=subprocess.PIPE,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
+        )
+    deadline = time.monotonic() + timeout
+    while not ready.exists():
+        if process.poll() is not None or time.monotonic() > deadline:
+            _end_process(process, timeout=5)
+            tail = log_path.read_text(errors="replace")[-3000:]
+            raise DataServiceError(f"the data service did not start (log {log_path}):\n{tail}")
+        time.sleep(0.1)
+    info = json.loads(ready.read_text())
+    logger.info("data service at %s, %d examples staged", info["address"], info["rows"])
+    manifest = json.loads(Path(info["manifest"]).read_text())
+    return DataServiceHandle(info["address"], manifest, data_spec, seed, _process=process)
+
+
+def _end_process(process: subprocess.Popen[bytes], *, timeout: float) -> None:
+    """Close the child's stdin (it stops its servers and exits), then make sure it is gone."""
+    try:
+        if process.stdin is not None:
+            process.stdin.close()
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.terminate()
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()

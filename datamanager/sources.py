@@ -1,0 +1,187 @@
+"""Reading the job's data from a folder or an object store, in chunks of columns.
+
+Every format comes out the same way: an iterator of chunks, each a ``dict`` of column name to a
+NumPy array whose first axis is the example. The staging step and the validation both read
+through here, so they see the same data.
+
+Example:
+    >>> import numpy as np, tempfile, os
+    >>> folder = tempfile.mkdtemp()
+    >>> np.savez(os.path.join(folder, "a.npz"), x=np.zeros((3, 2), "float32"), y=np.arange(3))
+    >>> spec = DataSpec(url="a.npz")
+    >>> [sorted(chunk) for chunk in read_chunks(spec, base_dir=folder)]
+    [['x', 'y']]
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from datamanager.errors import DataValidationError, ExpectationFailure
+from datamanager.spec import DataSpec
+
+__all__ = ["data_files", "read_chunks", "resolve_url"]
+
+_SUFFIXES = {
+    "numpy": (".npz",),
+    "parquet": (".parquet", ".pq"),
+    "tfrecord": (".tfrecord", ".tfrecords"),
+}
+
+
+def resolve_url(url: str, *, base_dir: str | Path) -> str:
+    """A URL as fsspec reads it: relative paths are taken from ``base_dir``."""
+    if "://" in url or Path(url).is_absolute():
+        return url
+    return str((Path(base_dir) / url).resolve())
+
+
+def data_files(spec: DataSpec, *, base_dir: str | Path) -> tuple[Any, list[str]]:
+    """The filesystem and the sorted data files the spec's ``url`` names.
+
+    Raises:
+        DataValidationError: when the URL names no file of the spec's format.
+    """
+    import fsspec
+
+    url = resolve_url(spec.url, base_dir=base_dir)
+    fs, path = fsspec.core.url_to_fs(url)
+    fmt = spec.resolved_format() or ""
+    if any(ch in path for ch in "*?["):
+        files = fs.glob(path)
+    elif fs.isdir(path):
+        files = [f for f in fs.find(path) if f.lower().endswith(_SUFFIXES[fmt])]
+    else:
+        files = [path] if fs.exists(path) else []
+    if not files:
+        failure = ExpectationFailure(
+            "data files exist",
+            None,
+            f"no {fmt} file found at {url}",
+            f"check data.url, or write the files ({', '.join(_SUFFIXES[fmt])}) there",
+        )
+        raise DataValidationError(url, [failure])
+    return fs, sorted(files)
+
+
+def read_chunks(
+    spec: DataSpec, *, base_dir: str | Path, max_rows: int | None = None
+) -> Iterator[dict[str, np.ndarray]]:
+    """The data as chunks of columns, every chunk with the same columns, dtypes and shapes."""
+    fs, files = data_files(spec, base_dir=base_dir)
+    reader = {"numpy": _numpy_chunks, "parquet": _parquet_chunks, "tfrecord": _tfrecord_chunks}[
+        spec.resolved_format() or ""
+    ]
+    schema: dict[str, tuple[str, tuple[int, ...]]] | None = None
+    remaining = max_rows
+    for name in files:
+        for chunk in reader(fs, name, spec):
+            chunk = _reshape(chunk, spec)
+            this = {k: (str(v.dtype), tuple(v.shape[1:])) for k, v in chunk.items()}
+            schema = schema or this
+            if this != schema:
+                _schema_mismatch(name, schema, this)
+            if remaining is not None:
+                chunk = {k: v[:remaining] for k, v in chunk.items()}
+                remaining -= len(next(iter(chunk.values())))
+            yield chunk
+            if remaining is not None and remaining <= 0:
+                return
+
+
+def _schema_mismatch(name: str, first: dict[str, Any], this: dict[str, Any]) -> None:
+    failure = ExpectationFailure(
+        "every file has the same columns, dtypes and shapes",
+        None,
+        f"{name} has {this}, the first file has {first}",
+        "write every file with the same columns",
+    )
+    raise DataValidationError(name, [failure])
+
+
+def _reshape(chunk: dict[str, np.ndarray], spec: DataSpec) -> dict[str, np.ndarray]:
+    """Apply the shapes ``features`` declares (a Parquet list column of 3072 -> 32x32x3)."""
+    lengths = {len(v) for v in chunk.values()}
+    if len(lengths) > 1:
+        raise DataValidationError(
+            spec.url,
+            [
+                ExpectationFailure(
+                    "every column has one value per example",
+                    None,
+                    f"columns of lengths {sorted(lengths)}",
+                    "write columns of equal length",
+                )
+            ],
+        )
+    out = {}
+    for key, value in chunk.items():
+        feature = spec.features.get(key)
+        out[key] = value.reshape(len(value), *feature.shape) if feature else value
+    return out
+
+
+def _numpy_chunks(fs: Any, name: str, spec: DataSpec) -> Iterator[dict[str, np.ndarray]]:
+    with fs.open(name, "rb") as handle:
+        payload = io.BytesIO(handle.read())
+    with np.load(payload, allow_pickle=False) as arrays:
+        yield {key: np.asarray(arrays[key]) for key in arrays.files}
+
+
+def _parquet_chunks(fs: Any, name: str, spec: DataSpec) -> Iterator[dict[str, np.ndarray]]:
+    try:
+        import pyarrow.parquet as pq
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        raise ImportError("Parquet data needs pyarrow: pip install 'ultron-automl[data]'") from exc
+    with fs.open(name, "rb") as handle:
+        parquet = pq.ParquetFile(handle)
+        for batch in parquet.iter_batches(batch_size=spec.shard_rows):
+            yield {col: _column(batch.column(col)) for col in batch.schema.names}
+
+
+def _column(column: Any) -> np.ndarray:
+    """A pyarrow column as NumPy: scalars as they are, lists of equal length stacked."""
+    import pyarrow as pa
+
+    if pa.types.is_list(column.type) or pa.types.is_fixed_size_list(column.type):
+        values = [np.asarray(v, dtype=None) for v in column.to_pylist()]
+        return np.stack(values) if values else np.zeros((0,))
+    return column.to_numpy(zero_copy_only=False)
+
+
+def _tfrecord_chunks(fs: Any, name: str, spec: DataSpec) -> Iterator[dict[str, np.ndarray]]:
+    from datamanager.pipeline import import_tensorflow
+
+    tf = import_tensorflow()
+    features = {
+        key: tf.io.FixedLenFeature(f.shape, tf.float32 if f.dtype == "float32" else tf.int64)
+        for key, f in spec.features.items()
+    }
+    records: list[bytes] = []
+    with fs.open(name, "rb") as handle:
+        for record in _tfrecords(handle):
+            records.append(record)
+            if len(records) == spec.shard_rows:
+                yield {k: v.numpy() for k, v in tf.io.parse_example(records, features).items()}
+                records = []
+    if records:
+        yield {k: v.numpy() for k, v in tf.io.parse_example(records, features).items()}
+
+
+def _tfrecords(handle: Any) -> Iterator[bytes]:
+    """The records of a TFRecord stream (length, its CRC, data, its CRC); CRCs not checked."""
+    while header := handle.read(12):
+        if len(header) < 12:
+            raise ValueError("truncated TFRecord header")
+        (length,) = struct.unpack("<Q", header[:8])
+        data = handle.read(length)
+        handle.read(4)
+        if len(data) < length:
+            raise ValueError("truncated TFRecord record")
+        yield data

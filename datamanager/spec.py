@@ -1,0 +1,206 @@
+"""The ``data`` section of a job spec: where the data lies, how it is batched, what it must meet.
+
+Example:
+    >>> spec = DataSpec.model_validate({
+    ...     "url": "s3://bucket/cifar/train-*.npz", "batch_size": 256,
+    ...     "pipeline": "mypkg.data:augment",
+    ...     "expectations": [{"expect": "in_set", "column": "y", "values": [0, 1, 2]},
+    ...                      {"expect": "between", "column": "x", "min": 0, "max": 1}]})
+    >>> spec.resolved_format(), spec.expectations[0].describe()
+    ('numpy', 'y in_set [0, 1, 2]')
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
+
+__all__ = ["DataSpec", "Expectation", "FeatureSpec"]
+
+_FUNCTION_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+_DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool")
+_SUFFIX_FORMATS = {
+    ".npz": "numpy",
+    ".npy": "numpy",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".tfrecord": "tfrecord",
+    ".tfrecords": "tfrecord",
+}
+
+
+def rule_error(rule: str, fix: str) -> PydanticCustomError:
+    """The same error as ``ultron.spec.rule_error`` (read back by ``ultron.spec_loader``).
+
+    Defined here, not imported, so that ``ultron.spec`` can import this module.
+    """
+    return PydanticCustomError("ultron_rule", "{rule}", {"rule": rule, "fix": fix})
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class FeatureSpec(_Strict):
+    """One feature of a TFRecord file of ``tf.train.Example`` records (TFRecord data only)."""
+
+    dtype: Literal["float32", "int64"] = Field(
+        default="float32", description="float32 (a float_list) or int64 (an int64_list)."
+    )
+    shape: list[int] = Field(
+        default_factory=list, description="Shape of one example's value; [] for a scalar."
+    )
+
+
+class Expectation(_Strict):
+    """One thing the data must meet, checked by great-expectations before any trial runs.
+
+    ``expect`` is one of: ``columns`` (these columns exist), ``not_null`` (no missing values or
+    NaN), ``between`` (``min <= value <= max``; for an array column every element),
+    ``in_set`` (a scalar column's values are among ``values``), ``type`` (the column's dtype).
+    """
+
+    expect: Literal["columns", "not_null", "between", "in_set", "type"] = Field(
+        description="The kind of expectation."
+    )
+    column: str | None = Field(
+        default=None, description="The column it checks (all kinds except columns)."
+    )
+    columns: list[str] | None = Field(
+        default=None, description="columns only: the column names that must exist."
+    )
+    min: float | None = Field(default=None, description="between only: the lowest allowed value.")
+    max: float | None = Field(default=None, description="between only: the highest allowed value.")
+    values: list[Any] | None = Field(default=None, description="in_set only: the allowed values.")
+    type: str | None = Field(
+        default=None, description=f"type only: the dtype, one of {', '.join(_DTYPES)}."
+    )
+
+    @model_validator(mode="after")
+    def _needs_its_fields(self) -> Expectation:
+        if self.expect == "columns":
+            if not self.columns:
+                raise rule_error("expect: columns needs a list of columns", "add columns: [x, y]")
+            return self
+        if not self.column:
+            raise rule_error(f"expect: {self.expect} needs a column", "add column: <name>")
+        if self.expect == "between" and self.min is None and self.max is None:
+            raise rule_error("expect: between needs min, max or both", "add min: and/or max:")
+        if self.expect == "in_set" and not self.values:
+            raise rule_error("expect: in_set needs the allowed values", "add values: [0, 1]")
+        if self.expect == "type" and self.type not in _DTYPES:
+            raise rule_error(
+                f"expect: type needs type to be one of {', '.join(_DTYPES)}",
+                "write e.g. type: float32",
+            )
+        return self
+
+    def describe(self) -> str:
+        """The expectation in one line, as the error report names it."""
+        if self.expect == "columns":
+            return f"columns {self.columns}"
+        detail = {
+            "not_null": "",
+            "between": f" [{self.min}, {self.max}]",
+            "in_set": f" {self.values}",
+            "type": f" {self.type}",
+        }[self.expect]
+        return f"{self.column} {self.expect}{detail}"
+
+
+class DataSpec(_Strict):
+    """Where the job's data lies, how the data service batches it, and what it must meet.
+
+    The data is one file, a folder or a glob, local or in an object store (any fsspec URL:
+    ``s3://`` with the ``s3`` extra). NumPy ``.npz`` files hold named arrays of equal length;
+    Parquet files hold columns of scalars or fixed-length lists; TFRecord files hold
+    ``tf.train.Example`` records described by ``features``.
+    """
+
+    url: str = Field(
+        min_length=1,
+        description="The data: a file, folder or glob; a path relative to the spec, or a URL.",
+    )
+    format: Literal["auto", "numpy", "parquet", "tfrecord"] = Field(
+        default="auto", description="The file format; auto reads it from the file suffix."
+    )
+    features: dict[str, FeatureSpec] = Field(
+        default_factory=dict, description="TFRecord only: feature name -> dtype and shape."
+    )
+    batch_size: int = Field(default=32, ge=1, description="Examples per batch.")
+    drop_remainder: bool = Field(
+        default=False, description="Drop the last batch of an epoch when it is smaller."
+    )
+    shuffle_buffer: int = Field(
+        default=10_000,
+        ge=0,
+        description="Examples in the shuffle buffer (shards are shuffled too); 0: no shuffle.",
+    )
+    pipeline: str | None = Field(
+        default=None,
+        description="module:function in your code base that adds augmentation to the "
+        "dataset; it gets (dataset, hyperparameters=, seed=) and returns a dataset.",
+    )
+    workers: int = Field(
+        default=1,
+        ge=1,
+        description="tf.data service workers; with more than one, every example still comes "
+        "once per epoch but the order is no longer reproducible.",
+    )
+    compression: Literal["none", "auto"] = Field(
+        default="none",
+        description="How batches travel from the workers: none (fastest on one machine or a "
+        "fast network; images hardly compress) or auto (snappy).",
+    )
+    prefetch: int = Field(
+        default=4, ge=1, description="Batches the trial's training batch queue holds."
+    )
+    shard_rows: int = Field(
+        default=4096, ge=1, description="Examples per staged shard (the unit shuffled first)."
+    )
+    host: str = Field(
+        default="localhost", description="The host name trials use to reach the service."
+    )
+    port: int = Field(
+        default=0, ge=0, le=65535, description="The dispatcher's port; 0 picks a free one."
+    )
+    expectations: list[Expectation] = Field(
+        default_factory=list, description="What the data must meet before any trial runs."
+    )
+    validate_rows: int | None = Field(
+        default=None, ge=1, description="Validate only the first N examples; none: all of them."
+    )
+
+    @field_validator("pipeline")
+    @classmethod
+    def _function_path(cls, value: str | None) -> str | None:
+        if value is not None and not _FUNCTION_PATH.match(value):
+            raise rule_error("pipeline must be module:function", "write e.g. mypkg.data:augment")
+        return value
+
+    @model_validator(mode="after")
+    def _format_known(self) -> DataSpec:
+        fmt = self.resolved_format()
+        if fmt is None:
+            raise rule_error(
+                f"the format of {self.url!r} cannot be told from its suffix",
+                "set format: numpy, parquet or tfrecord",
+            )
+        if fmt == "tfrecord" and not self.features:
+            raise rule_error(
+                "TFRecord data needs features", "add features: {x: {dtype: float32, shape: [4]}}"
+            )
+        return self
+
+    def resolved_format(self) -> str | None:
+        """The format, from ``format`` or the URL's suffix; ``None`` when it cannot be told."""
+        if self.format != "auto":
+            return self.format
+        name = self.url.rstrip("/").lower()
+        for suffix, fmt in _SUFFIX_FORMATS.items():
+            if name.endswith(suffix) or name.endswith(suffix + "*"):
+                return fmt
+        return None

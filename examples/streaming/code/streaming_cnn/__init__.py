@@ -1,0 +1,1 @@
+"""A small PyTorch CNN tuned on synthetic images that the job's data service streams."""

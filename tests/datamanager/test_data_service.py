@@ -1,0 +1,118 @@
+"""A real tf.data service: concurrent trials, exactly-once epochs, seeded orders, clean stops."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from datamanager_fixtures import dataset_dir_fixture, service_fixture  # noqa: F401
+
+import ultron.data
+from datamanager import DataServiceHandle, DataSpec, start_data_service
+
+pytest.importorskip("tensorflow")
+pytest.importorskip("torch")
+
+
+def read_epoch(config: dict[str, Any], **kwargs: Any) -> tuple[np.ndarray, np.ndarray, Any]:
+    """The ids and x values of one epoch, in the order they came, and the stream's stats."""
+    ultron.data.set_service(config)
+    with ultron.data.batches(**kwargs) as stream:
+        parts = [(batch["y"].numpy().copy(), batch["x"].numpy().copy()) for batch in stream]
+    ids = np.concatenate([p[0] for p in parts])
+    xs = np.concatenate([p[1] for p in parts])
+    return ids, xs, stream.stats
+
+
+def test_two_trials_read_one_service_at_once(service: DataServiceHandle) -> None:
+    config = service.trial_config()
+    results: dict[int, Any] = {}
+
+    def trial(seed: int) -> None:
+        results[seed] = read_epoch(config, seed=seed)
+
+    threads = [threading.Thread(target=trial, args=(seed,)) for seed in (1, 2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    rows = service.manifest["rows"]
+    for ids, xs, stats in results.values():
+        assert sorted(ids.tolist()) == list(range(rows))  # every example once
+        assert np.allclose(xs[:, 0, 0, 0], ids / rows)  # and its own values
+        assert stats.batches == -(-rows // service.spec.batch_size)
+    assert results[1][0].tolist() != results[2][0].tolist()  # each its own order
+
+
+def test_same_seed_same_order_other_epoch_other_order(service: DataServiceHandle) -> None:
+    config = service.trial_config()
+    first = read_epoch(config, seed=5)[0]
+    again = read_epoch(config, seed=5)[0]
+    next_epoch = read_epoch(config, seed=5, epoch=1)[0]
+    assert first.tolist() == again.tolist()
+    assert first.tolist() != next_epoch.tolist()
+    assert sorted(next_epoch.tolist()) == sorted(first.tolist())
+
+
+def test_trial_seed_comes_from_set_service(service: DataServiceHandle) -> None:
+    ultron.data.set_service(service.trial_config(), seed=5)
+    with ultron.data.batches(framework="numpy") as stream:
+        ids = np.concatenate([batch["y"] for batch in stream])
+    assert ids.tolist() == read_epoch(service.trial_config(), seed=5)[0].tolist()
+
+
+def test_pipeline_function_gets_hyperparameters(
+    service: DataServiceHandle, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "user_pipeline.py").write_text(
+        "def scale(dataset, *, hyperparameters, seed):\n"
+        "    factor = hyperparameters['scale']\n"
+        "    return dataset.map(lambda b: {**b, 'x': b['x'] * factor})\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    config = {**service.trial_config(), "pipeline": "user_pipeline:scale"}
+    ids, xs, _ = read_epoch(config, seed=1, hyperparameters={"scale": 10.0}, batch_size=64)
+    assert np.allclose(xs[:, 0, 0, 0], 10.0 * ids / service.manifest["rows"])
+
+
+def test_leaving_early_stops_the_reader(service: DataServiceHandle) -> None:
+    ultron.data.set_service(service.trial_config(), seed=3)
+    stream = ultron.data.batches(framework="tf")
+    for index, _ in enumerate(stream):
+        if index == 1:
+            break
+    stream.close()
+    assert stream.stats.batches == 2
+    assert not stream._thread.is_alive()
+    assert ultron.data.stats().batches == 2
+
+
+def _port_open(address: str) -> bool:
+    host, port = address.removeprefix("grpc://").rsplit(":", 1)
+    with socket.socket() as sock:
+        sock.settimeout(1)
+        return sock.connect_ex((host, int(port))) == 0
+
+
+@pytest.mark.slow
+def test_service_in_its_own_process_serves_and_stops_clean(
+    dataset_dir: Path, tmp_path: Path
+) -> None:
+    spec = DataSpec(url="train.npz", batch_size=100, shard_rows=256)
+    handle = start_data_service(
+        spec, job_id="test-child", seed=4, base_dir=dataset_dir, work_dir=tmp_path
+    )
+    try:
+        assert handle.running and _port_open(handle.dispatcher_address)
+        ids, _, _ = read_epoch(handle.trial_config())
+        assert sorted(ids.tolist()) == list(range(handle.manifest["rows"]))
+    finally:
+        process = handle._process
+        handle.stop()
+    assert process is not None and process.returncode == 0
+    assert not handle.running
+    assert not _port_open(handle.dispatcher_address)
