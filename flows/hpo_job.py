@@ -15,6 +15,7 @@ from typing import Any
 from prefect import flow
 from prefect.runtime import flow_run
 
+from datamanager import validate_data
 from tasks.acquire_resources import JobResources, acquire_resources
 from tasks.containerize import containerize
 from tasks.finalize import finalize
@@ -47,6 +48,8 @@ def hpo_job(spec: dict[str, Any], job_id: str | None = None) -> dict[str, Any]:
             env = clock.time("containerize", containerize, job, job_id)
             build_strategy(job, env)  # a bad strategy or stopper fails before resources are taken
             build_stopper(job)
+            if job.data is not None:  # bad data stops the job before any compute is spent
+                validate_data(job.data, base_dir=job.code.parent)
             resources = clock.time(
                 "acquire_resources", acquire_resources, job, job_id, redis_url, env
             )

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from prefect import get_run_logger, task
 from prefect.cache_policies import NONE
 
+from datamanager import DataServiceHandle, start_data_service
 from ultron.cluster import ClusterHandle, start_cluster
 from ultron.environment import TrialEnvironment
 from ultron.limiter import Lease, LeaseKeeper, ResourceLimiter, read_max_units
@@ -43,12 +44,15 @@ class JobResources:
     lease: Lease
     keeper: LeaseKeeper
     cluster: ClusterHandle
+    data: DataServiceHandle | None = None
 
     def release(self) -> None:
-        """Stop the trial processes and the cluster, then give the units back."""
+        """Stop the trial processes, the cluster and the data service; give the units back."""
         with contextlib.suppress(Exception):
             self.cluster.client.run(shutdown_processes)
         self.cluster.close()
+        if self.data is not None:
+            self.data.stop()
         self.keeper.stop()
         self.limiter.release(self.lease)
 
@@ -73,13 +77,22 @@ def acquire_resources(
     logger.info(
         "holding %d units (%d in use of %d)", lease.units, limiter.in_use(), limiter.max_units
     )
+    cluster: ClusterHandle | None = None
     try:
         cluster = start_cluster(spec)
         log_dir = str(scratch_dir(job_id) / "logs")
         cluster.client.run(warm_up, str(env.python), spec.model, log_dir)
+        data = None
+        if spec.data is not None:
+            data = start_data_service(
+                spec.data, job_id=job_id, seed=spec.seed, base_dir=spec.code.parent
+            )
+            logger.info("data service at %s", data.dispatcher_address)
     except BaseException:
+        if cluster is not None:
+            cluster.close()
         keeper.stop()
         limiter.release(lease)
         raise
     logger.info("%d Dask workers up; dashboard %s", spec.parallelism, cluster.dashboard_link)
-    return JobResources(limiter, lease, keeper, cluster)
+    return JobResources(limiter, lease, keeper, cluster, data)

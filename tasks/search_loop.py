@@ -142,6 +142,7 @@ def search_loop(
         redis_url=redis_url,
         scratch=str(scratch),
         resources=resources.cluster.resources,
+        data=resources.data.trial_config() if resources.data is not None else None,
     )
     progress = _Progress(spec, job_id, state)
     driver = _stopper_driver(spec, client, job_id, state)

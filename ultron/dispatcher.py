@@ -30,6 +30,7 @@ class TrialDispatcher:
         redis_url: the Redis every trial process reports to.
         scratch: local folder for checkpoints and logs.
         resources: Dask resources each trial asks for (e.g. ``{"GPU": 1}``).
+        data: how trials reach the job's data service (``DataServiceHandle.trial_config()``).
     """
 
     def __init__(
@@ -42,6 +43,7 @@ class TrialDispatcher:
         redis_url: str,
         scratch: str,
         resources: dict[str, float] | None = None,
+        data: dict[str, Any] | None = None,
     ) -> None:
         from distributed import as_completed
 
@@ -52,6 +54,7 @@ class TrialDispatcher:
         self.redis_url = redis_url
         self.scratch = scratch
         self.resources = resources or None
+        self.data = data
         self._done = as_completed([], with_results=False)
         self._pending: dict[str, TrialRequest] = {}
 
@@ -79,6 +82,7 @@ class TrialDispatcher:
             attempt=attempt,
             timeout=self.spec.trial_timeout,
             stream_reports=self.spec.early_stopping is not None,
+            data=self.data,
             grace_period=self.spec.early_stopping.grace_period
             if self.spec.early_stopping
             else 30.0,

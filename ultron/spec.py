@@ -29,6 +29,7 @@ from pydantic_core import PydanticCustomError
 from algorithms.base import Direction
 from algorithms.registry import BUILTIN_STRATEGIES, is_builtin, looks_like_dotted_path
 from algorithms.space import Choice, Domain, IntRange, LogUniform, SearchSpace, Uniform
+from datamanager.spec import DataSpec
 
 __all__ = ["DomainSpec", "EarlyStopping", "JobSpec", "Objective", "Resources"]
 
@@ -234,6 +235,18 @@ class JobSpec(_Strict):
         default=None, description="redis://host:port/db; default: an embedded Redis server."
     )
     tenant: str = Field(default="default", min_length=1, description="Who the job runs for.")
+    data: DataSpec | None = Field(
+        default=None,
+        description="Data streamed to every trial by the job's tf.data service (see datamanager).",
+    )
+
+    @field_validator("data")
+    @classmethod
+    def _data_url(cls, value: DataSpec | None, info: ValidationInfo) -> DataSpec | None:
+        if value is None or "://" in value.url or Path(value.url).is_absolute():
+            return value
+        base_dir = Path((info.context or {}).get("base_dir", "."))
+        return value.model_copy(update={"url": str((base_dir / value.url).resolve())})
 
     @field_validator("search_space")
     @classmethod

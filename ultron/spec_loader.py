@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from datamanager.spec import DataSpec
 from ultron.errors import ConfigIssue, SpecError
 from ultron.spec import DomainSpec, EarlyStopping, JobSpec, Objective, Resources
 
@@ -37,6 +38,7 @@ _NESTED: dict[str, type[BaseModel]] = {
     "resources": Resources,
     "search_space": DomainSpec,
     "early_stopping": EarlyStopping,
+    "data": DataSpec,
 }
 
 _FIXES = {

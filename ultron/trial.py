@@ -74,6 +74,7 @@ class TrialRequest(_Serial):
     timeout: float | None = None
     stream_reports: bool = False
     grace_period: float = 30.0
+    data: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,15 @@ def _seed_everything(seed: int) -> None:
         sys.modules["torch"].manual_seed(seed)
 
 
+def _data_service(request: dict[str, Any]) -> None:
+    """Point ``ultron.data`` at the job's data service for this trial."""
+    import ultron.data
+
+    ultron.data.set_service(
+        request["data"], seed=int(request["seed"]), hyperparameters=request["hyperparameters"]
+    )
+
+
 def _objective(value: Any, metric: str) -> tuple[float, dict[str, Any]]:
     """The objective and all metrics from what ``score`` returned; ValueError if unusable."""
     if isinstance(value, dict):
@@ -72,6 +81,8 @@ def run_one(request: dict[str, Any], models: dict[str, Any]) -> dict[str, Any]:
         model_class = _load_model_class(request["model"], models)
         os.makedirs(request["checkpoint_path"], exist_ok=True)
         _seed_everything(int(request["seed"]))
+        if request.get("data") is not None:
+            _data_service(request)
         value = model_class().score(
             dict(request["hyperparameters"]), request["checkpoint_path"], bool(request["resume"])
         )
@@ -84,6 +95,10 @@ def run_one(request: dict[str, Any], models: dict[str, Any]) -> dict[str, Any]:
         }
     finally:
         set_current_trial(None)
+        if request.get("data") is not None:
+            import ultron.data
+
+            ultron.data.set_service(None)
     out["duration"] = time.monotonic() - started
     out["reports"] = len(context.reports)
     out["curve"] = context.reports

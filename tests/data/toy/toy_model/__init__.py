@@ -126,3 +126,22 @@ class Epochs:
             if not ultron.report(epoch, loss=x):
                 break  # stopped or suspended: the checkpoint is saved
         return x
+
+
+class Streamer:
+    """Reads ``epochs`` epochs from the job's data service and logs the example ids it saw."""
+
+    def score(self, hyperparameters: dict, checkpoint_path: str, resume: bool) -> float:
+        import ultron.data
+
+        for epoch in range(int(hyperparameters.get("epochs", 2))):
+            started = time.time()
+            ids: list[int] = []
+            with ultron.data.batches(epoch=epoch, framework="numpy") as stream:
+                for batch in stream:
+                    ids.extend(int(i) for i in batch["id"])
+                    time.sleep(0.01)  # a training step
+            _log(
+                x=float(hyperparameters["x"]), epoch=epoch, ids=ids, start=started, end=time.time()
+            )
+        return float(hyperparameters["x"])
