@@ -21,6 +21,7 @@ from ultron.limiter import Lease, LeaseKeeper, ResourceLimiter, read_max_units
 from ultron.paths import scratch_dir
 from ultron.redis_client import connect
 from ultron.spec import JobSpec
+from ultron.trial_checkpoints import flush_checkpoints
 from ultron.trial_runner import shutdown_processes, warm_up
 
 __all__ = ["JobResources", "acquire_resources", "lease_ttl_s"]
@@ -48,6 +49,8 @@ class JobResources:
 
     def release(self) -> None:
         """Stop the trial processes, the cluster and the data service; give the units back."""
+        with contextlib.suppress(Exception):
+            self.cluster.client.run(flush_checkpoints)  # every checkpoint committed first
         with contextlib.suppress(Exception):
             self.cluster.client.run(shutdown_processes)
         self.cluster.close()

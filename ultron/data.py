@@ -32,6 +32,7 @@ Example:
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import os
@@ -98,6 +99,7 @@ def set_service(
     _seed = seed
     _hyperparameters = dict(hyperparameters) if hyperparameters is not None else None
     _totals[:] = [0, 0.0, 0.0]
+    _close_idle()
 
 
 def service_config() -> dict[str, Any] | None:
@@ -153,13 +155,160 @@ def batches(
 
 
 class _End:
-    pass
+    """The end of a reader's dataset, or of a stream's epoch."""
+
+
+_END = _End()
+
+
+_MAX_IDLE_READERS = 2  # readers kept between epochs (one per trial; two trials may share a process)
+_EPOCHS_PER_JOB = 1024  # epochs one service job covers; a trial that reads more starts another
+_lock = threading.Lock()
+_idle: dict[str, _Reader] = {}
+_generation = [0]  # set_service() bumps it: readers of an older generation are not kept
+
+
+class _Reader:
+    """One trial's batches, epoch after epoch, from one service job, read ahead by a thread.
+
+    The trial registers its pipeline once (not once per epoch) and keeps one iterator: each
+    element is ``(epoch, batch)``; a :class:`BatchStream` takes the batches of its epoch and
+    ends after the epoch's known number of batches, or when the next epoch's first batch
+    comes. The thread keeps reading across the epoch boundary, so the next epoch's first
+    batches are ready when the training loop asks for them.
+    """
+
+    def __init__(
+        self,
+        config: dict[str, Any],
+        *,
+        key: str,
+        first_epoch: int,
+        framework: Framework,
+        seed: int,
+        hyperparameters: dict[str, Any] | None,
+        batch_size: int | None,
+    ) -> None:
+        from datamanager.pipeline import epoch_length, load_function
+
+        self.key = key
+        self.generation = _generation[0]
+        self.next_epoch = first_epoch
+        # With dynamic sharding several workers would interleave epochs: one job per epoch.
+        epochs = 1 if config.get("sharding", "off") != "off" else _EPOCHS_PER_JOB
+        self.last_epoch = first_epoch + epochs - 1
+        pipeline = load_function(config["pipeline"]) if config.get("pipeline") else None
+        size = int(batch_size or config["batch_size"])
+        drop = bool(config.get("drop_remainder", False))
+        self.epoch_length = epoch_length(
+            config["manifest"],
+            batch_size=size,
+            drop_remainder=drop,
+            pipeline=pipeline,
+            hyperparameters=hyperparameters,
+        )
+        self._dataset = _distributed_dataset(
+            config,
+            first_epoch=first_epoch,
+            epochs=epochs,
+            seed=seed,
+            pipeline=pipeline,
+            hyperparameters=hyperparameters,
+            batch_size=size,
+        )
+        self._convert = _converter(framework)
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=int(config.get("prefetch", 4)))
+        self._held: list[Any] = []
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._fill, name="ultron-data", daemon=True)
+        self.thread.start()
+
+    def continues_at(self, epoch: int) -> bool:
+        """Whether the next batches this reader gives are the start of ``epoch``."""
+        return (
+            epoch == self.next_epoch
+            and epoch <= self.last_epoch
+            and self.generation == _generation[0]
+            and not self._stop.is_set()
+        )
+
+    def get(self) -> Any:
+        """The next ``(epoch, batch)``, an exception, or ``_END``; waits for it."""
+        return self._held.pop() if self._held else self._queue.get()
+
+    def put_back(self, item: Any) -> None:
+        """Keep an item taken too early (the next epoch's first batch) for the next stream."""
+        self._held.append(item)
+
+    def close(self) -> None:
+        """Stop the thread; the service ends the job once the iterator is gone."""
+        self._stop.set()
+        self.thread.join(timeout=10)
+
+    def _fill(self) -> None:
+        try:
+            for epoch, element in self._dataset:
+                if not self._put((int(epoch), self._convert(element))):
+                    return
+            self._put(_END)
+        except Exception as exc:  # handed to the training loop, which raises it
+            self._put(exc)
+
+    def _put(self, item: Any) -> bool:
+        while not self._stop.is_set():
+            try:
+                self._queue.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+
+def _checkout(key: str, epoch: int) -> _Reader | None:
+    """The trial's idle reader when it continues at ``epoch``; others with that key close."""
+    with _lock:
+        reader = _idle.pop(key, None)
+    if reader is not None and reader.continues_at(epoch):
+        return reader
+    if reader is not None:
+        reader.close()
+    return None
+
+
+def _checkin(reader: _Reader) -> None:
+    """Keep a reader whose stream read its epoch to the end, for the trial's next epoch."""
+    closing = []
+    with _lock:
+        if reader.generation != _generation[0]:
+            closing.append(reader)
+        else:
+            if reader.key in _idle:
+                closing.append(_idle.pop(reader.key))
+            _idle[reader.key] = reader
+            while len(_idle) > _MAX_IDLE_READERS:
+                closing.append(_idle.pop(next(iter(_idle))))
+    for old in closing:
+        old.close()
+
+
+def _close_idle() -> None:
+    """Close the readers kept between epochs (set_service and interpreter exit call it)."""
+    with _lock:
+        _generation[0] += 1
+        readers = list(_idle.values())
+        _idle.clear()
+    for reader in readers:
+        reader.close()
+
+
+atexit.register(_close_idle)
 
 
 class BatchStream:
-    """An iterator over one epoch of batches, filled by a background thread into a bounded queue.
+    """An iterator over one epoch of batches, taken from the trial's reader (a bounded queue).
 
-    Use it as a context manager (or call :meth:`close`) when leaving the loop early.
+    Use it as a context manager (or call :meth:`close`) when leaving the loop early. An epoch
+    read to its end leaves the reader running for the next epoch; leaving early stops it.
     """
 
     def __init__(
@@ -172,18 +321,28 @@ class BatchStream:
         hyperparameters: dict[str, Any] | None,
         batch_size: int | None,
     ) -> None:
-        self._dataset = _distributed_dataset(
-            config, epoch=epoch, seed=seed, hyperparameters=hyperparameters, batch_size=batch_size
+        self._started = time.perf_counter()
+        self.epoch = epoch
+        key = json.dumps(
+            [config, seed, hyperparameters, batch_size, framework], sort_keys=True, default=str
         )
-        self._convert = _converter(framework)
-        self._queue: queue.Queue[Any] = queue.Queue(maxsize=int(config.get("prefetch", 4)))
-        self._stop = threading.Event()
+        reader = _checkout(key, epoch)
+        if reader is None:
+            reader = _Reader(
+                config,
+                key=key,
+                first_epoch=epoch,
+                framework=framework,
+                seed=seed,
+                hyperparameters=hyperparameters,
+                batch_size=batch_size,
+            )
+        self._reader = reader
+        self._thread = reader.thread
         self._batches = 0
         self._waited = 0.0
-        self._started = time.perf_counter()
         self._finished: float | None = None
-        self._thread = threading.Thread(target=self._fill, name="ultron-data", daemon=True)
-        self._thread.start()
+        self._complete = False
 
     @property
     def stats(self) -> DataStats:
@@ -198,29 +357,54 @@ class BatchStream:
         if self._finished is not None:
             raise StopIteration
         started = time.perf_counter()
-        item = self._queue.get()
-        self._waited += time.perf_counter() - started
-        if isinstance(item, _End):
-            self._finish()
+        try:
+            batch = self._next_of_epoch()
+        except BaseException:
+            self.close()
+            raise
+        finally:
+            self._waited += time.perf_counter() - started
+        if batch is _END:
+            self._complete = True
+            self.close()
             raise StopIteration
-        if isinstance(item, BaseException):
-            self._finish()
-            raise RuntimeError(f"the data service stream failed: {item}") from item
         self._batches += 1
-        return item
+        return batch
 
     def close(self) -> None:
-        """Stop the background thread (leaving the epoch unfinished is fine)."""
-        self._stop.set()
-        self._thread.join(timeout=10)
-        if self._finished is None:
-            self._finish()
+        """Hand the reader on (epoch read to its end) or stop it (left early); idempotent."""
+        if self._finished is not None:
+            return
+        self._finish()
+        if self._complete:
+            self._reader.next_epoch = self.epoch + 1
+            _checkin(self._reader)
+        else:
+            self._reader.close()
 
     def __enter__(self) -> BatchStream:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def _next_of_epoch(self) -> Any:
+        """The epoch's next batch, or ``_END`` after its last one."""
+        if self._reader.epoch_length is not None and self._batches >= self._reader.epoch_length:
+            return _END
+        while True:
+            item = self._reader.get()
+            if isinstance(item, _End):
+                self._reader.put_back(item)
+                return _END
+            if isinstance(item, BaseException):
+                raise RuntimeError(f"the data service stream failed: {item}") from item
+            epoch, batch = item
+            if epoch == self.epoch:
+                return batch
+            if epoch > self.epoch:
+                self._reader.put_back(item)
+                return _END
 
     def _finish(self) -> None:
         self._finished = time.perf_counter()
@@ -230,42 +414,27 @@ class BatchStream:
         _totals[2] += stats.elapsed_seconds
         logger.info("data stream: %s", stats)
 
-    def _fill(self) -> None:
-        try:
-            for element in self._dataset:
-                if not self._put(self._convert(element)):
-                    return
-            self._put(_End())
-        except Exception as exc:  # handed to the training loop, which raises it
-            self._put(exc)
-
-    def _put(self, item: Any) -> bool:
-        while not self._stop.is_set():
-            try:
-                self._queue.put(item, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
-
 
 def _distributed_dataset(
     config: dict[str, Any],
     *,
-    epoch: int,
+    first_epoch: int,
+    epochs: int,
     seed: int,
+    pipeline: Any,
     hyperparameters: dict[str, Any] | None,
-    batch_size: int | None,
+    batch_size: int,
 ) -> Any:
     """The trial's pipeline, registered with the service; iterating it reads from the workers."""
-    from datamanager.pipeline import build_dataset, epoch_seed, import_tensorflow, load_function
+    from datamanager.pipeline import build_dataset, import_tensorflow
 
     tf = import_tensorflow()
-    pipeline = load_function(config["pipeline"]) if config.get("pipeline") else None
     dataset = build_dataset(
         config["manifest"],
-        batch_size=int(batch_size or config["batch_size"]),
-        seed=epoch_seed(seed, epoch),
+        batch_size=batch_size,
+        seed=seed,
+        first_epoch=first_epoch,
+        epochs=epochs,
         shuffle_buffer=int(config.get("shuffle_buffer", 10_000)),
         drop_remainder=bool(config.get("drop_remainder", False)),
         pipeline=pipeline,

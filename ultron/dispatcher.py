@@ -12,6 +12,7 @@ from typing import Any
 
 from ultron.environment import TrialEnvironment
 from ultron.job_state import JobStore
+from ultron.paths import job_results_url
 from ultron.spec import JobSpec
 from ultron.trial import TrialRequest, TrialResult, TrialStatus, trial_seed
 from ultron.trial_runner import run_trial
@@ -55,6 +56,7 @@ class TrialDispatcher:
         self.scratch = scratch
         self.resources = resources or None
         self.data = data
+        self.results_url = job_results_url(spec.storage, store.job_id)
         self._done = as_completed([], with_results=False)
         self._pending: dict[str, TrialRequest] = {}
 
@@ -83,6 +85,7 @@ class TrialDispatcher:
             timeout=self.spec.trial_timeout,
             stream_reports=self.spec.early_stopping is not None,
             data=self.data,
+            checkpoint_url=f"{self.results_url}/checkpoints/{trial_id}",
             grace_period=self.spec.early_stopping.grace_period
             if self.spec.early_stopping
             else 30.0,

@@ -75,6 +75,7 @@ class TrialRequest(_Serial):
     stream_reports: bool = False
     grace_period: float = 30.0
     data: dict[str, Any] | None = None
+    checkpoint_url: str | None = None
 
 
 @dataclass(frozen=True)

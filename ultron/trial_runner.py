@@ -23,6 +23,7 @@ from typing import Any
 
 from ultron.model import stop_key
 from ultron.trial import TrialRequest, TrialResult, TrialStatus
+from ultron.trial_checkpoints import restore_for, start_sync
 
 __all__ = ["WarmProcess", "run_trial", "shutdown_processes", "warm_up"]
 
@@ -234,6 +235,8 @@ def run_trial(request_data: dict[str, Any]) -> dict[str, Any]:
         "log_path": request.log_path,
     }
     extra: dict[str, Any]
+    restore_for(request)
+    syncer = start_sync(request)
     try:
         process.send(request.to_dict())
         answer = _wait_for_answer(process, request)
@@ -255,6 +258,9 @@ def run_trial(request_data: dict[str, Any]) -> dict[str, Any]:
             _checkin(process)
         status = TrialStatus(answer.pop("status"))
         extra = answer
+    finally:
+        if syncer is not None:
+            syncer.stop(wait=False)  # the last uploads finish in the background
     extra.setdefault("duration", time.monotonic() - started)
     curve: list[dict[str, Any]] = extra.pop("curve", [])
     result = TrialResult.from_dict({**base, **extra, "status": status})

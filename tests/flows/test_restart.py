@@ -257,3 +257,29 @@ def test_units_of_a_job_killed_hard_come_back_after_the_lease_ttl(tmp_path: Path
         assert time.monotonic() - started >= 3  # ...until its lease ran out
         assert result.timings["acquire_resources"] <= 6 + 10
         assert limiter.in_use() == 0
+
+
+def test_a_trial_that_lost_its_disk_resumes_from_the_object_store(
+    tmp_path: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = tmp_path / "calls.jsonl"
+    monkeypatch.setenv("TOY_CALLS_FILE", str(calls))
+    result = ultron.run(
+        {
+            "name": "lost-disk",
+            "code": str(TOY),
+            "model": "toy_model:Checkpointed",
+            "search_space": {"x": [1.0], "lose_disk_once": [True], "tag": [uuid.uuid4().hex]},
+            "num_iterations": 1,
+            "storage": str(tmp_path / "store"),  # the object store: a folder, through fsspec
+            "redis_url": redis_url,
+        }
+    )
+    (trial,) = result.trials
+    assert (trial.status, trial.attempts) == (TrialStatus.COMPLETED, 2)
+    log = _log(calls)
+    resumed = [e["epoch"] for e in log if e["resume"]]
+    assert resumed == [4, 5]  # restored epoch 3 from the store: nothing trained twice
+    remote = tmp_path / "store" / result.job_id / "checkpoints" / trial.trial_id
+    committed = sorted(p.parent.name for p in remote.glob("*/_COMMITTED"))
+    assert committed == ["epoch-0004", "epoch-0005"]  # the last two kept, all committed

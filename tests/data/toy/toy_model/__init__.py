@@ -145,3 +145,34 @@ class Streamer:
                 x=float(hyperparameters["x"]), epoch=epoch, ids=ids, start=started, end=time.time()
             )
         return float(hyperparameters["x"])
+
+
+class Checkpointed:
+    """Checkpoints every epoch with ``ultron.checkpoints``; with ``lose_disk_once`` its first
+    attempt wipes its local checkpoints at epoch 3 and dies, as a node that is lost would."""
+
+    def score(self, hyperparameters: dict, checkpoint_path: str, resume: bool) -> float:
+        import shutil
+
+        from ultron.checkpoints import latest_local, mark_complete, new_checkpoint_dir
+
+        x = float(hyperparameters["x"])
+        start = 0
+        latest = latest_local(checkpoint_path) if resume else None
+        if latest is not None:
+            with open(os.path.join(latest, "state.json")) as handle:
+                start = json.load(handle)["epoch"] + 1
+        for epoch in range(start, 6):
+            time.sleep(0.3)
+            folder = new_checkpoint_dir(checkpoint_path, epoch)
+            with open(os.path.join(folder, "state.json"), "w") as handle:
+                json.dump({"epoch": epoch}, handle)
+            mark_complete(folder)
+            _log(event="epoch", x=x, epoch=epoch, resume=resume)
+            marker = f"{os.environ.get('TOY_CALLS_FILE')}.lost-{x}"
+            if hyperparameters.get("lose_disk_once") and epoch == 3 and not os.path.exists(marker):
+                time.sleep(1.5)  # the side thread uploads epoch 3 meanwhile
+                open(marker, "w").close()
+                shutil.rmtree(checkpoint_path)
+                os._exit(1)
+        return x

@@ -1,0 +1,63 @@
+"""The worker's side of checkpointing: restore before a resumed attempt, sync while it runs.
+
+Each trial attempt on a worker gets a :class:`~ultron.checkpoints.CheckpointSyncer` that uploads
+the complete checkpoint folders of its ``checkpoint_path`` to
+``<storage>/<job_id>/checkpoints/<trial_id>/`` from a side thread; when the attempt ends the
+syncer finishes its uploads in the background. ``finalize`` calls :func:`flush_checkpoints` on
+every worker, so the job completes only once every checkpoint is committed.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from ultron.checkpoints import CheckpointSyncer, restore_latest
+from ultron.trial import TrialRequest
+
+__all__ = ["flush_checkpoints", "restore_for", "start_sync"]
+
+logger = logging.getLogger(__name__)
+
+_syncers: list[CheckpointSyncer] = []
+_lock = threading.Lock()
+
+
+def restore_for(request: TrialRequest) -> str | None:
+    """Before a resumed attempt: put the newest committed checkpoint into ``checkpoint_path``.
+
+    A local complete checkpoint at least as new is kept as it is; a failure is logged and the
+    trial starts from what is there.
+    """
+    if not request.resume or request.checkpoint_url is None:
+        return None
+    try:
+        name = restore_latest(request.checkpoint_url, request.checkpoint_path)
+    except Exception:
+        logger.exception("restoring trial %s's checkpoint failed", request.trial_id)
+        return None
+    logger.info("trial %s resumes from checkpoint %s", request.trial_id, name)
+    return name
+
+
+def start_sync(request: TrialRequest) -> CheckpointSyncer | None:
+    """Start uploading the attempt's complete checkpoints."""
+    if request.checkpoint_url is None:
+        return None
+    syncer = CheckpointSyncer(request.checkpoint_path, request.checkpoint_url, keep_last=2)
+    syncer.start()
+    with _lock:
+        _syncers[:] = [s for s in _syncers if s.running]
+        _syncers.append(syncer)
+    return syncer
+
+
+def flush_checkpoints(timeout_s: float = 300.0) -> int:
+    """Wait for every pending upload of this worker (the paper's finalizer); returns how many
+    checkpoints could not be committed."""
+    with _lock:
+        syncers = list(_syncers)
+        _syncers.clear()
+    return sum(
+        0 if syncer.stop(timeout_s=timeout_s) else len(syncer.pending()) for syncer in syncers
+    )
