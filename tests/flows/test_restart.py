@@ -283,3 +283,29 @@ def test_a_trial_that_lost_its_disk_resumes_from_the_object_store(
     remote = tmp_path / "store" / result.job_id / "checkpoints" / trial.trial_id
     committed = sorted(p.parent.name for p in remote.glob("*/_COMMITTED"))
     assert committed == ["epoch-0004", "epoch-0005"]  # the last two kept, all committed
+
+
+def test_a_prefect_flow_retry_resumes_the_same_job(
+    tmp_path: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from flows.hpo_job import hpo_job
+
+    calls = tmp_path / "calls.jsonl"
+    monkeypatch.setenv("TOY_CALLS_FILE", str(calls))
+    spec = {
+        "name": "flow-retry",
+        "code": str(TOY),
+        "model": "toy_model:Quadratic",
+        "search_space": {"x": [0, 1, 2, 3, 4, 5], "y": [float(uuid.uuid4().int % 1000)]},
+        "strategy": "toy_model:CountingSearch",
+        "strategy_options": {"fail_at": 4},
+        "num_iterations": 6,
+        "parallelism": 2,
+        "storage": str(tmp_path / "runs"),
+        "redis_url": redis_url,
+    }
+    summary = hpo_job.with_options(retries=1, retry_delay_seconds=0)(spec)
+    assert (tmp_path / "calls.jsonl.failed").exists()  # the first flow run did die
+    trained = [json.loads(line)["x"] for line in calls.read_text().splitlines()]
+    assert sorted(trained) == [0, 1, 2, 3, 4, 5]  # each once: the retry went on, not over
+    assert summary["status"] == "completed" and len(summary["trials"]) == 6

@@ -59,18 +59,29 @@ class Behaves:
 class CountingSearch:
     """A user's own search algorithm (paper Fig. 5): x = 0, 1, 2, ... in order."""
 
-    def __init__(self, search_space, *, start: int = 0) -> None:
+    def __init__(self, search_space, *, start: int = 0, fail_at: int | None = None) -> None:
         self.names = list(search_space)
         self.next = start
         self.seen: list[float] = []
+        self.fail_at = fail_at  # the master dies once when asked for x = fail_at
 
     def sample_hyperparameter_candidates(self, n: int) -> list[dict]:
+        marker = f"{os.environ.get('TOY_CALLS_FILE')}.failed"
+        if self.fail_at is not None and self.next >= self.fail_at and not os.path.exists(marker):
+            open(marker, "w").close()
+            raise RuntimeError("the master dies here, once")
         batch = [{"x": self.next + i} for i in range(n)]
         self.next += n
         return batch
 
     def update_state(self, hyperparameter_candidates: list, validation_scores: list) -> None:
         self.seen.extend(validation_scores)
+
+    def state_dict(self) -> dict:
+        return {"next": self.next}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.next = state["next"]
 
 
 class Stubborn:
