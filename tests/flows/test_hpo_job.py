@@ -53,6 +53,13 @@ def test_quickstart_end_to_end(tmp_path: Path, redis_url: str) -> None:
     curves = json.loads(files["curves.json"].read_text())
     assert all(len(curves[t.trial_id]) == 15 for t in result.trials if t.status.ok)
 
+    checkpoints = Path(result.results_url) / "checkpoints"
+    for trial in result.trials:  # finalize waited for every upload: the last two, committed
+        committed = sorted(
+            p.parent.name for p in (checkpoints / trial.trial_id).glob("*/_COMMITTED")
+        )
+        assert committed == ["epoch-0013", "epoch-0014"]
+
     artifacts = _read_artifacts(result.job_id)
     assert any(k.endswith("-leaderboard") for k in artifacts)
     assert any(k.endswith("-progress") for k in artifacts)

@@ -1,13 +1,12 @@
 """A PyTorch MLP on scikit-learn's digits (1,797 8x8 images, bundled: no download).
 
 ``Model.score`` trains with the given hyper-parameters, checkpoints every epoch under
-``checkpoint_path``, resumes from the last checkpoint when ``resume`` is true, reports the
-validation accuracy of each epoch to Ultron and returns it.
+``checkpoint_path`` (ultron syncs complete checkpoints to the job's storage), resumes from the
+last checkpoint when ``resume`` is true, reports the validation accuracy of each epoch to
+Ultron, stops when told to, and returns the accuracy.
 """
 
 from __future__ import annotations
-
-import os
 
 import numpy as np
 import torch
@@ -16,6 +15,7 @@ from sklearn.model_selection import train_test_split
 from torch import nn
 
 import ultron
+from ultron.checkpoints import load_latest_torch, save_torch
 
 torch.set_num_threads(1)  # trials share the machine's cores with each other
 
@@ -53,9 +53,8 @@ class Model:
         optimizer = optimizer_class(net.parameters(), lr=float(hp["lr"]))
         epochs = int(hp.get("epochs", 15))
         start, accuracy = 0, 0.0
-        checkpoint = os.path.join(checkpoint_path, "model.pt")
-        if resume and os.path.exists(checkpoint):
-            saved = torch.load(checkpoint)
+        saved = load_latest_torch(checkpoint_path) if resume else None
+        if saved is not None:  # a resumed trial continues after its last checkpoint
             net.load_state_dict(saved["net"])
             optimizer.load_state_dict(saved["optimizer"])
             start, accuracy = saved["epoch"] + 1, saved["accuracy"]
@@ -71,15 +70,14 @@ class Model:
             net.eval()
             with torch.no_grad():
                 accuracy = (net(x_va).argmax(1) == y_va).float().mean().item()
-            torch.save(
-                {
-                    "net": net.state_dict(),
-                    "optimizer": optimizer.state_dict(),
-                    "epoch": epoch,
-                    "accuracy": accuracy,
-                },
-                checkpoint,
-            )
+            # One folder per epoch, marked complete: ultron uploads it to the job's storage.
+            state = {
+                "net": net.state_dict(),
+                "optimizer": optimizer.state_dict(),
+                "epoch": epoch,
+                "accuracy": accuracy,
+            }
+            save_torch(state, checkpoint_path, epoch)
             if not ultron.report(epoch, accuracy=accuracy):
                 break  # early stopping asked us to stop
         return {"accuracy": accuracy}
