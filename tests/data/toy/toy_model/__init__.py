@@ -14,11 +14,16 @@ import time
 import ultron
 
 
-def _record(hyperparameters: dict) -> None:
+def _log(**entry: object) -> None:
+    """Append one JSON line to the file named by ``TOY_CALLS_FILE`` (when set)."""
     path = os.environ.get("TOY_CALLS_FILE")
     if path:
         with open(path, "a") as handle:
-            handle.write(json.dumps(hyperparameters, sort_keys=True) + "\n")
+            handle.write(json.dumps(entry, sort_keys=True) + "\n")
+
+
+def _record(hyperparameters: dict) -> None:
+    _log(**hyperparameters)
 
 
 class Quadratic:
@@ -94,13 +99,6 @@ class Stubborn:
             ultron.report(step, loss=x)  # the decision is ignored on purpose
             time.sleep(0.2)
         return x
-
-
-def _log(**entry: object) -> None:
-    path = os.environ.get("TOY_CALLS_FILE")
-    if path:
-        with open(path, "a") as handle:
-            handle.write(json.dumps(entry, sort_keys=True) + "\n")
 
 
 class Sleepy:
