@@ -29,12 +29,13 @@ class StopperDriver:
 
     Args:
         stopper: the stopper.
-        client: a Redis client (``ultron.redis_client.connect``).
+        client: a Redis client (``ultron.redis_client.connect``); ``None`` in a simulation,
+            where the simulated workers call :meth:`feed` themselves and honour decisions at once.
         job_id: the job.
         metric: the reported metric the stopper judges.
     """
 
-    def __init__(self, stopper: Stopper, client: Any, job_id: str, *, metric: str) -> None:
+    def __init__(self, stopper: Stopper, client: Any | None, job_id: str, *, metric: str) -> None:
         self.stopper = stopper
         self.client = client
         self.job_id = job_id
@@ -47,15 +48,18 @@ class StopperDriver:
         self._thread = threading.Thread(target=self._run, name=f"stopper-{job_id}", daemon=True)
 
     def start(self) -> StopperDriver:
-        self._thread.start()
+        if self.client is not None:
+            self._thread.start()
         return self
 
     def close(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=5)
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
 
     def _run(self) -> None:
         key = report_stream_key(self.job_id)
+        assert self.client is not None  # started only with a client
         while not self._stop.is_set():
             try:
                 item = self.client.blpop([key], timeout=0.5)
@@ -68,6 +72,8 @@ class StopperDriver:
 
     def drain(self) -> None:
         """Judge every report still in the stream (called before deciding a trial's outcome)."""
+        if self.client is None:
+            return
         key = report_stream_key(self.job_id)
         while (raw := self.client.lpop(key)) is not None:
             self.feed(json.loads(raw))
@@ -87,8 +93,7 @@ class StopperDriver:
             decision = self.stopper.on_report(trial_id, step, float(value))
             if decision in (Decision.STOP, Decision.SUSPEND) and step < self.stopper.max_resource:
                 self._decided[trial_id] = decision
-                flag = json.dumps({"decision": str(decision), "at": time.time()})
-                self.client.set(stop_key(self.job_id, trial_id), flag)
+                self._flag(trial_id, json.dumps({"decision": str(decision), "at": time.time()}))
 
     def start_trial(self, trial_id: str) -> None:
         with self._lock:
@@ -98,11 +103,16 @@ class StopperDriver:
         """A suspended trial runs again: clear its decision and its stop flag."""
         with self._lock:
             self._decided.pop(trial_id, None)
-            self.client.delete(stop_key(self.job_id, trial_id))
+        self._flag(trial_id, None)
 
     def outcome(self, trial_id: str) -> Decision | None:
         """What the stopper decided for a trial that returned (None: it ran to its end)."""
         self.drain()
+        with self._lock:
+            return self._decided.get(trial_id)
+
+    def decided(self, trial_id: str) -> Decision | None:
+        """The pending decision for a trial, without reading the stream."""
         with self._lock:
             return self._decided.get(trial_id)
 
@@ -114,7 +124,16 @@ class StopperDriver:
         with self._lock:
             self._decided.pop(trial_id, None)
             self.stopper.on_trial_complete(trial_id)
-        self.client.delete(stop_key(self.job_id, trial_id))
+        self._flag(trial_id, None)
+
+    def _flag(self, trial_id: str, value: str | None) -> None:
+        """Set or clear the trial's stop flag (what ``ultron.report`` reads)."""
+        if self.client is None:
+            return
+        if value is None:
+            self.client.delete(stop_key(self.job_id, trial_id))
+        else:
+            self.client.set(stop_key(self.job_id, trial_id), value)
 
     def poll(self, *, free_slots: int, can_start_new: bool) -> list[Command]:
         with self._lock:

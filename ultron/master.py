@@ -16,18 +16,16 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 from algorithms.base import HPOAlgorithm
 from algorithms.space import Config, canonical
 from algorithms.stoppers.base import Decision
-from ultron.dispatcher import TrialDispatcher
 from ultron.early_stopping import StopperDriver
 from ultron.errors import JobFailedError
-from ultron.job_state import JobState, JobStore
-from ultron.score_cache import ScoreCache
+from ultron.job_state import JobState
 from ultron.spec import JobSpec
 from ultron.trial import TrialRequest, TrialResult, TrialStatus
 
@@ -36,6 +34,35 @@ __all__ = ["Master"]
 logger = logging.getLogger(__name__)
 
 OnResult = Callable[[JobState, int, "TrialResult | None"], None]
+
+
+class Dispatcher(Protocol):
+    """Runs trials: :class:`~ultron.dispatcher.TrialDispatcher` on Dask, or a simulated one."""
+
+    @property
+    def in_flight(self) -> int: ...
+
+    def request(
+        self, trial_id: str, config: Config, *, attempt: int = 1, resume: bool = False
+    ) -> TrialRequest: ...
+
+    def start(self, *requests: TrialRequest) -> None: ...
+
+    def wait_one(self) -> tuple[TrialResult, list[dict[str, Any]]]: ...
+
+
+class Store(Protocol):
+    """Keeps the job's state: :class:`~ultron.job_state.JobStore` on Redis, or in memory."""
+
+    def save(self, state: JobState, new: Sequence[TrialResult] = ()) -> None: ...
+
+
+class Cache(Protocol):
+    """Scores by configuration: :class:`~ultron.score_cache.ScoreCache`, or in memory."""
+
+    def get_many(self, configs: Sequence[Config]) -> list[dict[str, Any] | None]: ...
+
+    def put(self, config: Config, entry: dict[str, Any]) -> None: ...
 
 
 _FAILURES = (TrialStatus.FAILED, TrialStatus.CRASHED, TrialStatus.TIMEOUT)
@@ -51,9 +78,9 @@ class Master:
 
     spec: JobSpec
     strategy: HPOAlgorithm
-    cache: ScoreCache
-    dispatcher: TrialDispatcher
-    store: JobStore
+    cache: Cache
+    dispatcher: Dispatcher
+    store: Store
     state: JobState
     on_result: OnResult = lambda state, running, last: None
     check: Callable[[], None] = lambda: None  # raises to abort the search (e.g. a lost lease)

@@ -1,0 +1,269 @@
+"""The real master loop against a benchmark, on a simulated clock (HyperDrive section 7).
+
+:func:`simulate_job` runs :class:`~ultron.master.Master` — the same asynchronous loop, strategy,
+score cache logic and stopper driver a real job uses — with a :class:`SimulatedDispatcher` in
+place of Dask: each trial "trains" by reading its known learning curve from the benchmark, one
+step per event, and the clock jumps from event to event. Reports reach the stopper as they would
+from ``ultron.report``, and a stop or suspend is honoured at that step (a cooperative model).
+A day of a 256-worker cluster runs in seconds. Nothing touches Redis: the job's state and score
+cache live in memory (:class:`MemoryStore`, :class:`MemoryCache`).
+
+Example:
+    >>> from algorithms import Choice, Direction, GridSearch, SearchSpace
+    >>> from algorithms.simulation import LearningCurve
+    >>> class Toy:
+    ...     search_space = SearchSpace({"x": Choice((1, 2, 3))})
+    ...     direction, max_resource = Direction.MINIMIZE, 3
+    ...     def learning_curve(self, config):
+    ...         return LearningCurve(values=(3.0, 2.0, float(config["x"])), durations=(1, 1, 1))
+    >>> out = simulate_job(Toy(), GridSearch(Toy.search_space), budget=3, workers=3)
+    >>> out.best_score, out.elapsed
+    (1.0, 3.0)
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from algorithms.base import Direction, HPOAlgorithm
+from algorithms.simulation import Benchmark, LearningCurve, SimulatedClock
+from algorithms.space import Config, canonical
+from algorithms.stoppers.base import Decision, Stopper
+from ultron.early_stopping import StopperDriver
+from ultron.job_state import JobState
+from ultron.master import Master
+from ultron.results import best_trial
+from ultron.spec import JobSpec
+from ultron.trial import TrialRequest, TrialResult, TrialStatus
+
+__all__ = ["MemoryCache", "MemoryStore", "SimulatedDispatcher", "SimulatedJob", "simulate_job"]
+
+_METRIC = "value"
+
+
+class MemoryStore:
+    """Keeps the job's state in this process (a simulation has nothing to survive)."""
+
+    def __init__(self, job_id: str) -> None:
+        self.job_id = job_id
+        self.saves = 0
+
+    def save(self, state: JobState, new: Sequence[TrialResult] = ()) -> None:
+        self.saves += 1
+
+
+class MemoryCache:
+    """The score cache as a dict."""
+
+    def __init__(self) -> None:
+        self.entries: dict[str, dict[str, Any]] = {}
+
+    def get_many(self, configs: Sequence[Config]) -> list[dict[str, Any] | None]:
+        return [self.entries.get(canonical(c)) for c in configs]
+
+    def put(self, config: Config, entry: dict[str, Any]) -> None:
+        self.entries[canonical(config)] = entry
+
+
+@dataclass
+class _Running:
+    request: TrialRequest
+    curve: LearningCurve
+    started: float
+    reports: list[dict[str, Any]] = field(default_factory=list)
+
+
+class SimulatedDispatcher:
+    """Runs trials by replaying their learning curves on a simulated clock.
+
+    Args:
+        benchmark: knows every configuration's learning curve.
+        clock: the simulated clock (give the same one to stoppers that read time).
+        driver: the stopper driver, fed each step's report as it happens.
+    """
+
+    def __init__(
+        self, benchmark: Benchmark, clock: SimulatedClock, *, driver: StopperDriver | None = None
+    ) -> None:
+        self.benchmark = benchmark
+        self.clock = clock
+        self.driver = driver
+        self.steps_trained = 0
+        self._events: list[tuple[float, int, str]] = []
+        self._seq = 0
+        self._running: dict[str, _Running] = {}
+        self.progress: dict[str, int] = {}  # steps done per trial, kept across suspensions
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._running)
+
+    def request(
+        self, trial_id: str, config: Config, *, attempt: int = 1, resume: bool = False
+    ) -> TrialRequest:
+        return TrialRequest(
+            job_id="simulated",
+            trial_id=trial_id,
+            hyperparameters=config,
+            model="",
+            python="",
+            metric=_METRIC,
+            seed=0,
+            checkpoint_path="",
+            log_path="",
+            redis_url="",
+            resume=resume,
+            attempt=attempt,
+        )
+
+    def start(self, *requests: TrialRequest) -> None:
+        for request in requests:
+            curve = self.benchmark.learning_curve(request.hyperparameters)
+            self._running[request.trial_id] = _Running(request, curve, self.clock.now)
+            self._schedule(request.trial_id)
+
+    def _schedule(self, trial_id: str) -> None:
+        running = self._running[trial_id]
+        step = self.progress.get(trial_id, 0)
+        self._seq += 1
+        heapq.heappush(
+            self._events, (self.clock.now + running.curve.durations[step], self._seq, trial_id)
+        )
+
+    def wait_one(self) -> tuple[TrialResult, list[dict[str, Any]]]:
+        """Advance the clock to the next trial that returns; its result and curve."""
+        while True:
+            now, _, trial_id = heapq.heappop(self._events)
+            self.clock.now = now
+            running = self._running[trial_id]
+            step = self.progress[trial_id] = self.progress.get(trial_id, 0) + 1
+            self.steps_trained += 1
+            value = running.curve.values[step - 1]
+            report = {"trial_id": trial_id, "step": step, _METRIC: value}
+            running.reports.append(report)
+            told = None
+            if self.driver is not None:
+                self.driver.feed(report)
+                told = self.driver.decided(trial_id)
+            if told in (Decision.STOP, Decision.SUSPEND) or step >= len(running.curve.values):
+                del self._running[trial_id]
+                request = running.request
+                result = TrialResult(
+                    trial_id,
+                    request.hyperparameters,
+                    TrialStatus.COMPLETED,
+                    score=value,
+                    metrics={_METRIC: value},
+                    attempts=request.attempt,
+                    duration=now - running.started,
+                )
+                return result, running.reports
+            self._schedule(trial_id)
+
+
+@dataclass(frozen=True)
+class SimulatedJob:
+    """What a simulated job gives back.
+
+    Attributes:
+        trials: the trial table, as a real job's.
+        best_score: the best score found.
+        elapsed: simulated seconds until the last trial ended.
+        steps_trained: steps (epochs) trained in all.
+        steps_reached: trial id -> the step it got to (over all its attempts).
+        curves: trial id -> what it reported, all attempts together (the job's curves).
+        best_over_time: (simulated time, best score so far) after each trial.
+    """
+
+    trials: list[TrialResult]
+    best_score: float | None
+    elapsed: float
+    steps_trained: int
+    steps_reached: dict[str, int]
+    curves: dict[str, list[dict[str, Any]]]
+    best_over_time: list[tuple[float, float]]
+
+
+def simulate_job(
+    benchmark: Benchmark,
+    strategy: HPOAlgorithm,
+    *,
+    budget: int,
+    workers: int,
+    stopper: Stopper | None = None,
+    clock: SimulatedClock | None = None,
+    tell_stopped: bool = True,
+) -> SimulatedJob:
+    """Run :class:`~ultron.master.Master`'s asynchronous loop over a simulated cluster."""
+    clock = clock or SimulatedClock()
+    driver = None
+    if stopper is not None:
+        driver = StopperDriver(stopper, None, "simulated", metric=_METRIC)
+    dispatcher = SimulatedDispatcher(benchmark, clock, driver=driver)
+    # Master reads only the budget, the parallelism and tell_stopped from the spec; the search
+    # space and the stopper's settings live in the strategy and the stopper themselves.
+    spec = JobSpec.model_validate(
+        {
+            "code": ".",
+            "model": "simulated:Benchmark",
+            "search_space": {"simulated": [0]},
+            "num_iterations": budget,
+            "parallelism": workers,
+            "loop": "async",
+            "max_failed_share": 1.0,
+            **(
+                {
+                    "early_stopping": {
+                        "type": "median",
+                        "max_resource": benchmark.max_resource,
+                        "tell_stopped": tell_stopped,
+                    }
+                }
+                if stopper
+                else {}
+            ),
+        },
+        context={"check_paths": False},
+    )
+    best: list[tuple[float, float]] = []
+    direction = Direction(benchmark.direction)
+
+    def record(state: JobState, running: int, last: TrialResult | None) -> None:
+        top = best_trial(state.trials + ([last] if last else []), direction)
+        if top is not None and top.score is not None:
+            best.append((clock.now, top.score))
+
+    state = JobState("simulated")
+    master = Master(
+        spec=spec,
+        strategy=strategy,
+        cache=MemoryCache(),
+        dispatcher=dispatcher,
+        store=MemoryStore("simulated"),
+        state=state,
+        on_result=record,
+        driver=driver,
+    )
+    master.run_async()
+    top = best_trial(state.trials, direction)
+    return SimulatedJob(
+        trials=list(state.trials),
+        best_score=top.score if top else None,
+        elapsed=clock.now,
+        steps_trained=dispatcher.steps_trained,
+        steps_reached=dict(dispatcher.progress),
+        curves=dict(state.curves),
+        best_over_time=best,
+    )
+
+
+def time_to_target(job: SimulatedJob, target: float, *, maximize: bool) -> float:
+    """Simulated seconds until the best score reached ``target`` (inf if never)."""
+    for when, score in job.best_over_time:
+        if (score >= target) if maximize else (score <= target):
+            return when
+    return math.inf
