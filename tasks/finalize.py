@@ -6,6 +6,7 @@ files and the Prefect artifacts, and records the job's final status.
 
 from __future__ import annotations
 
+import shutil
 from typing import Any
 
 from prefect import get_run_logger, task
@@ -14,7 +15,7 @@ from prefect.cache_policies import NONE
 
 from tasks.acquire_resources import JobResources
 from ultron.job_state import JobState, JobStatus, JobStore
-from ultron.paths import job_results_url
+from ultron.paths import job_results_url, scratch_dir
 from ultron.redis_client import connect
 from ultron.results import best_trial, leaderboard, write_results
 from ultron.spec import JobSpec
@@ -44,6 +45,8 @@ def finalize(
     store.set_status(state.status)
     removed = store.clear_transient()
     logger.info("removed %d transient keys", removed)
+    if not error:  # the store holds the committed checkpoints; a failed job keeps its own
+        shutil.rmtree(scratch_dir(job_id) / "checkpoints", ignore_errors=True)
     url = job_results_url(spec.storage, job_id)
     mode = spec.objective.mode
     best = best_trial(state.trials, mode)
@@ -71,6 +74,7 @@ def finalize(
         "best_score": best.score if best else None,
         "trials": [t.to_dict() for t in state.trials],
         "results_url": url,
+        "best_checkpoint": f"{url}/checkpoints/{best.trial_id}" if best else None,
         "mode": str(mode),
         "timings": timings or {},
         "files": files,

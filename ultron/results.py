@@ -49,6 +49,7 @@ class HPOResult:
         files: name -> path of each result file.
         direction: whether lower or higher scores are better.
         timings: seconds spent in each task of the flow.
+        best_checkpoint: where the best trial's committed checkpoints are (if it saved any).
     """
 
     job_id: str
@@ -61,6 +62,7 @@ class HPOResult:
     files: dict[str, str] = field(default_factory=dict)
     direction: Direction = Direction.MINIMIZE
     timings: dict[str, float] = field(default_factory=dict)
+    best_checkpoint: str | None = None
 
     @classmethod
     def from_summary(cls, summary: dict[str, Any]) -> HPOResult:
@@ -76,6 +78,7 @@ class HPOResult:
             files=summary["files"],
             direction=Direction(summary["mode"]),
             timings=summary.get("timings", {}),
+            best_checkpoint=summary.get("best_checkpoint"),
         )
 
 

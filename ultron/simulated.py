@@ -23,6 +23,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import math
 from collections.abc import Sequence
@@ -165,6 +166,10 @@ class SimulatedDispatcher:
             self._schedule(trial_id)
 
 
+class _TargetReached(Exception):
+    pass
+
+
 @dataclass(frozen=True)
 class SimulatedJob:
     """What a simulated job gives back.
@@ -197,8 +202,13 @@ def simulate_job(
     stopper: Stopper | None = None,
     clock: SimulatedClock | None = None,
     tell_stopped: bool = True,
+    target: float | None = None,
 ) -> SimulatedJob:
-    """Run :class:`~ultron.master.Master`'s asynchronous loop over a simulated cluster."""
+    """Run :class:`~ultron.master.Master`'s asynchronous loop over a simulated cluster.
+
+    With ``target``, the job ends as soon as a finished trial's score reaches it (as a user
+    would cancel a job that found what it needed); otherwise it spends the whole budget.
+    """
     clock = clock or SimulatedClock()
     driver = None
     if stopper is not None:
@@ -237,6 +247,12 @@ def simulate_job(
         if top is not None and top.score is not None:
             best.append((clock.now, top.score))
 
+    def reached() -> None:
+        if target is not None and best:
+            score = best[-1][1]
+            if (score >= target) if direction is Direction.MAXIMIZE else (score <= target):
+                raise _TargetReached
+
     state = JobState("simulated")
     master = Master(
         spec=spec,
@@ -247,8 +263,10 @@ def simulate_job(
         state=state,
         on_result=record,
         driver=driver,
+        check=reached,
     )
-    master.run_async()
+    with contextlib.suppress(_TargetReached):
+        master.run_async()
     top = best_trial(state.trials, direction)
     return SimulatedJob(
         trials=list(state.trials),

@@ -184,7 +184,7 @@ class CheckpointSyncer:
             delay = min(self.poll_interval_s * 2**failures, _MAX_BACKOFF_S)
             if self._stopping.is_set():
                 left = self._deadline - time.monotonic()
-                if left <= 0 or (ok and not self.pending()):
+                if left <= 0 or not self.pending():  # a failed prune does not hold it
                     return
                 delay = min(delay, left)
             self._wake.wait(delay)
