@@ -69,8 +69,9 @@ def run(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show Prefect logs.")] = False,
 ) -> None:
     """Run an HPO job: a progress bar while it runs, the leaderboard at the end."""
-    if not verbose:
+    if not verbose:  # the progress bar says what matters; -v shows the logs
         os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+        os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
     from ultron.api import run as run_job
     from ultron.progress import ProgressEvent, listening
     from ultron.spec_loader import load_spec
