@@ -142,7 +142,8 @@ class DataSpec(_Strict):
     pipeline: str | None = Field(
         default=None,
         description="module:function in your code base that adds augmentation to the "
-        "dataset; it gets (dataset, hyperparameters=, seed=) and returns a dataset.",
+        "dataset; it gets (dataset, hyperparameters=, seed=) and returns a dataset. seed is "
+        "the epoch's seed as an int64 scalar tensor, for tf.data and tf.random ops.",
     )
     workers: int = Field(
         default=1,

@@ -3,7 +3,10 @@
 Inside ``score``, :func:`batches` streams one epoch of shuffled, augmented batches from the
 job's tf.data service. A background thread reads them and fills a bounded queue (the paper's
 training batch queue), so the transfer overlaps the training step; the stream measures how
-long the training loop waited for data::
+long the training loop waited for data. A trial registers its pipeline with the service once
+for all its epochs: when an epoch is read to its end, the same reader goes on with the next
+epoch (its shuffle buffer fills while the current epoch drains), and the next
+``batches(epoch=e + 1)`` takes over from it without starting anything::
 
     import ultron.data
 
@@ -21,7 +24,10 @@ How the trial finds the service: the flow puts the job's
 with ``None`` afterwards. Outside a trial, :func:`set_service` can be called by hand, or the
 ``ULTRON_DATA_SERVICE`` environment variable can hold the same config as JSON.
 
-The same seed and epoch give the same batches in the same order; another seed its own order.
+The same seed and epoch give the same batches in the same order, whether the trial reads the
+epochs one after the other or starts at that epoch (a resumed trial); another seed its own
+order. Asking for another epoch than the next one, or leaving an epoch early, stops the reader;
+the next :func:`batches` starts a new one at the epoch it asks for.
 Importing this module is light: TensorFlow and PyTorch load on the first :func:`batches`.
 
 Example:
@@ -32,15 +38,15 @@ Example:
 
 from __future__ import annotations
 
-import atexit
 import json
 import logging
 import os
-import queue
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Literal
+
+from datamanager import reader as readers
+from datamanager.reader import END, EpochReader
 
 __all__ = ["BatchStream", "DataStats", "batches", "service_config", "set_service", "stats"]
 
@@ -99,7 +105,7 @@ def set_service(
     _seed = seed
     _hyperparameters = dict(hyperparameters) if hyperparameters is not None else None
     _totals[:] = [0, 0.0, 0.0]
-    _close_idle()
+    readers.close_idle()
 
 
 def service_config() -> dict[str, Any] | None:
@@ -154,156 +160,6 @@ def batches(
     )
 
 
-class _End:
-    """The end of a reader's dataset, or of a stream's epoch."""
-
-
-_END = _End()
-
-
-_MAX_IDLE_READERS = 2  # readers kept between epochs (one per trial; two trials may share a process)
-_EPOCHS_PER_JOB = 1024  # epochs one service job covers; a trial that reads more starts another
-_lock = threading.Lock()
-_idle: dict[str, _Reader] = {}
-_generation = [0]  # set_service() bumps it: readers of an older generation are not kept
-
-
-class _Reader:
-    """One trial's batches, epoch after epoch, from one service job, read ahead by a thread.
-
-    The trial registers its pipeline once (not once per epoch) and keeps one iterator: each
-    element is ``(epoch, batch)``; a :class:`BatchStream` takes the batches of its epoch and
-    ends after the epoch's known number of batches, or when the next epoch's first batch
-    comes. The thread keeps reading across the epoch boundary, so the next epoch's first
-    batches are ready when the training loop asks for them.
-    """
-
-    def __init__(
-        self,
-        config: dict[str, Any],
-        *,
-        key: str,
-        first_epoch: int,
-        framework: Framework,
-        seed: int,
-        hyperparameters: dict[str, Any] | None,
-        batch_size: int | None,
-    ) -> None:
-        from datamanager.pipeline import epoch_length, load_function
-
-        self.key = key
-        self.generation = _generation[0]
-        self.next_epoch = first_epoch
-        # With dynamic sharding several workers would interleave epochs: one job per epoch.
-        epochs = 1 if config.get("sharding", "off") != "off" else _EPOCHS_PER_JOB
-        self.last_epoch = first_epoch + epochs - 1
-        pipeline = load_function(config["pipeline"]) if config.get("pipeline") else None
-        size = int(batch_size or config["batch_size"])
-        drop = bool(config.get("drop_remainder", False))
-        self.epoch_length = epoch_length(
-            config["manifest"],
-            batch_size=size,
-            drop_remainder=drop,
-            pipeline=pipeline,
-            hyperparameters=hyperparameters,
-        )
-        self._dataset = _distributed_dataset(
-            config,
-            first_epoch=first_epoch,
-            epochs=epochs,
-            seed=seed,
-            pipeline=pipeline,
-            hyperparameters=hyperparameters,
-            batch_size=size,
-        )
-        self._convert = _converter(framework)
-        self._queue: queue.Queue[Any] = queue.Queue(maxsize=int(config.get("prefetch", 4)))
-        self._held: list[Any] = []
-        self._stop = threading.Event()
-        self.thread = threading.Thread(target=self._fill, name="ultron-data", daemon=True)
-        self.thread.start()
-
-    def continues_at(self, epoch: int) -> bool:
-        """Whether the next batches this reader gives are the start of ``epoch``."""
-        return (
-            epoch == self.next_epoch
-            and epoch <= self.last_epoch
-            and self.generation == _generation[0]
-            and not self._stop.is_set()
-        )
-
-    def get(self) -> Any:
-        """The next ``(epoch, batch)``, an exception, or ``_END``; waits for it."""
-        return self._held.pop() if self._held else self._queue.get()
-
-    def put_back(self, item: Any) -> None:
-        """Keep an item taken too early (the next epoch's first batch) for the next stream."""
-        self._held.append(item)
-
-    def close(self) -> None:
-        """Stop the thread; the service ends the job once the iterator is gone."""
-        self._stop.set()
-        self.thread.join(timeout=10)
-
-    def _fill(self) -> None:
-        try:
-            for epoch, element in self._dataset:
-                if not self._put((int(epoch), self._convert(element))):
-                    return
-            self._put(_END)
-        except Exception as exc:  # handed to the training loop, which raises it
-            self._put(exc)
-
-    def _put(self, item: Any) -> bool:
-        while not self._stop.is_set():
-            try:
-                self._queue.put(item, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-
-def _checkout(key: str, epoch: int) -> _Reader | None:
-    """The trial's idle reader when it continues at ``epoch``; others with that key close."""
-    with _lock:
-        reader = _idle.pop(key, None)
-    if reader is not None and reader.continues_at(epoch):
-        return reader
-    if reader is not None:
-        reader.close()
-    return None
-
-
-def _checkin(reader: _Reader) -> None:
-    """Keep a reader whose stream read its epoch to the end, for the trial's next epoch."""
-    closing = []
-    with _lock:
-        if reader.generation != _generation[0]:
-            closing.append(reader)
-        else:
-            if reader.key in _idle:
-                closing.append(_idle.pop(reader.key))
-            _idle[reader.key] = reader
-            while len(_idle) > _MAX_IDLE_READERS:
-                closing.append(_idle.pop(next(iter(_idle))))
-    for old in closing:
-        old.close()
-
-
-def _close_idle() -> None:
-    """Close the readers kept between epochs (set_service and interpreter exit call it)."""
-    with _lock:
-        _generation[0] += 1
-        readers = list(_idle.values())
-        _idle.clear()
-    for reader in readers:
-        reader.close()
-
-
-atexit.register(_close_idle)
-
-
 class BatchStream:
     """An iterator over one epoch of batches, taken from the trial's reader (a bounded queue).
 
@@ -326,9 +182,9 @@ class BatchStream:
         key = json.dumps(
             [config, seed, hyperparameters, batch_size, framework], sort_keys=True, default=str
         )
-        reader = _checkout(key, epoch)
+        reader = readers.checkout(key, epoch)
         if reader is None:
-            reader = _Reader(
+            reader = EpochReader(
                 config,
                 key=key,
                 first_epoch=epoch,
@@ -364,7 +220,7 @@ class BatchStream:
             raise
         finally:
             self._waited += time.perf_counter() - started
-        if batch is _END:
+        if batch is END:
             self._complete = True
             self.close()
             raise StopIteration
@@ -378,7 +234,7 @@ class BatchStream:
         self._finish()
         if self._complete:
             self._reader.next_epoch = self.epoch + 1
-            _checkin(self._reader)
+            readers.checkin(self._reader)
         else:
             self._reader.close()
 
@@ -389,14 +245,14 @@ class BatchStream:
         self.close()
 
     def _next_of_epoch(self) -> Any:
-        """The epoch's next batch, or ``_END`` after its last one."""
+        """The epoch's next batch, or ``END`` after its last one."""
         if self._reader.epoch_length is not None and self._batches >= self._reader.epoch_length:
-            return _END
+            return END
         while True:
             item = self._reader.get()
-            if isinstance(item, _End):
+            if item is END:
                 self._reader.put_back(item)
-                return _END
+                return END
             if isinstance(item, BaseException):
                 raise RuntimeError(f"the data service stream failed: {item}") from item
             epoch, batch = item
@@ -404,7 +260,7 @@ class BatchStream:
                 return batch
             if epoch > self.epoch:
                 self._reader.put_back(item)
-                return _END
+                return END
 
     def _finish(self) -> None:
         self._finished = time.perf_counter()
@@ -413,60 +269,3 @@ class BatchStream:
         _totals[1] += stats.wait_seconds
         _totals[2] += stats.elapsed_seconds
         logger.info("data stream: %s", stats)
-
-
-def _distributed_dataset(
-    config: dict[str, Any],
-    *,
-    first_epoch: int,
-    epochs: int,
-    seed: int,
-    pipeline: Any,
-    hyperparameters: dict[str, Any] | None,
-    batch_size: int,
-) -> Any:
-    """The trial's pipeline, registered with the service; iterating it reads from the workers."""
-    from datamanager.pipeline import build_dataset, import_tensorflow
-
-    tf = import_tensorflow()
-    dataset = build_dataset(
-        config["manifest"],
-        batch_size=batch_size,
-        seed=seed,
-        first_epoch=first_epoch,
-        epochs=epochs,
-        shuffle_buffer=int(config.get("shuffle_buffer", 10_000)),
-        drop_remainder=bool(config.get("drop_remainder", False)),
-        pipeline=pipeline,
-        hyperparameters=hyperparameters,
-    )
-    policy = tf.data.experimental.service.ShardingPolicy
-    sharding = policy.OFF if config.get("sharding", "off") == "off" else policy.DYNAMIC
-    return dataset.apply(
-        tf.data.experimental.service.distribute(
-            processing_mode=sharding,
-            service=config["dispatcher"],
-            job_name=None,
-            compression=None if config.get("compression", "none") == "none" else "AUTO",
-        )
-    )
-
-
-def _converter(framework: Framework) -> Any:
-    """A function from a TF batch (a nest of tensors) to the framework's tensors."""
-    if framework == "tf":
-        return lambda element: element
-    from datamanager.pipeline import import_tensorflow
-
-    tf = import_tensorflow()
-    if framework == "numpy":
-        return lambda element: tf.nest.map_structure(lambda t: t.numpy(), element)
-    if framework != "torch":
-        raise ValueError(f"framework is {framework!r}; it must be torch, tf or numpy")
-    try:
-        import torch
-    except ImportError as exc:
-        raise ImportError(
-            "framework='torch' needs PyTorch: pip install 'ultron-automl[torch]'"
-        ) from exc
-    return lambda element: tf.nest.map_structure(torch.from_dlpack, element)

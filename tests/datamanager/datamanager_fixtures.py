@@ -57,4 +57,7 @@ def service_fixture(
         in_process=True,
     )
     yield handle
+    import ultron.data
+
+    ultron.data.set_service(None)  # readers kept between epochs end before the service
     handle.stop()

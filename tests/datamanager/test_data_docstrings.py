@@ -8,11 +8,11 @@ from types import ModuleType
 import pytest
 
 import ultron.data
-from datamanager import errors, pipeline, service, sources, spec, staging
+from datamanager import errors, pipeline, reader, service, sources, spec, staging
 
 
 @pytest.mark.parametrize(
-    "module", [errors, pipeline, service, sources, spec, staging, ultron.data], ids=str
+    "module", [errors, pipeline, reader, service, sources, spec, staging, ultron.data], ids=str
 )
 def test_docstring_examples_run(module: ModuleType) -> None:
     result = doctest.testmod(module)

@@ -111,8 +111,72 @@ def test_service_in_its_own_process_serves_and_stops_clean(
         ids, _, _ = read_epoch(handle.trial_config())
         assert sorted(ids.tolist()) == list(range(handle.manifest["rows"]))
     finally:
+        ultron.data.set_service(None)  # the trial ends before the job stops the service
         process = handle._process
         handle.stop()
     assert process is not None and process.returncode == 0
     assert not handle.running
     assert not _port_open(handle.dispatcher_address)
+
+
+def read_epochs(config: dict[str, Any], epochs: list[int], **kwargs: Any) -> list[Any]:
+    """The ids of each epoch in ``epochs``, read one after the other by one trial."""
+    ultron.data.set_service(config, seed=kwargs.pop("seed", 5))
+    out = []
+    for epoch in epochs:
+        with ultron.data.batches(epoch=epoch, framework="numpy", **kwargs) as stream:
+            out.append((np.concatenate([batch["y"] for batch in stream]), stream))
+    return out
+
+
+def test_one_reader_serves_all_epochs_of_a_trial(service: DataServiceHandle) -> None:
+    rows = service.manifest["rows"]
+    epochs = read_epochs(service.trial_config(), [0, 1, 2])
+    readers = {id(stream._reader) for _, stream in epochs}
+    assert len(readers) == 1  # registered once, not once per epoch
+    for ids, stream in epochs:
+        assert sorted(ids.tolist()) == list(range(rows))
+        assert stream.stats.batches == -(-rows // service.spec.batch_size)
+    orders = [ids.tolist() for ids, _ in epochs]
+    assert orders[0] != orders[1] != orders[2]
+    # a resumed trial that starts at epoch 2 gets the same epoch 2
+    assert read_epochs(service.trial_config(), [2])[0][0].tolist() == orders[2]
+    assert read_epochs(service.trial_config(), [0])[0][0].tolist() == orders[0]
+    ultron.data.set_service(None)
+
+
+def test_leaving_an_epoch_early_then_the_next_epoch_is_whole(service: DataServiceHandle) -> None:
+    expected = read_epochs(service.trial_config(), [0, 1])[1][0].tolist()
+    ultron.data.set_service(service.trial_config(), seed=5)
+    with ultron.data.batches(epoch=0, framework="numpy") as stream:
+        next(stream)
+    with ultron.data.batches(epoch=1, framework="numpy") as stream:
+        assert np.concatenate([batch["y"] for batch in stream]).tolist() == expected
+    ultron.data.set_service(None)
+
+
+def test_a_pipeline_that_rebatches_still_gets_whole_epochs(
+    service: DataServiceHandle, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "rebatch_pipeline.py").write_text(
+        "def rebatch(dataset, *, hyperparameters, seed):\n    return dataset.unbatch().batch(64)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    config = {**service.trial_config(), "pipeline": "rebatch_pipeline:rebatch"}
+    epochs = read_epochs(config, [0, 1])
+    rows = service.manifest["rows"]
+    assert epochs[0][1]._reader is epochs[1][1]._reader
+    for ids, stream in epochs:
+        assert sorted(ids.tolist()) == list(range(rows))
+        assert stream.stats.batches == -(-rows // 64)
+    ultron.data.set_service(None)
+
+
+def test_two_workers_share_each_epoch_out(dataset_dir: Path, tmp_path: Path) -> None:
+    spec = DataSpec(url="train.npz", batch_size=50, shard_rows=64, shuffle_buffer=100, workers=2)
+    with start_data_service(
+        spec, job_id="test-two", seed=1, base_dir=dataset_dir, work_dir=tmp_path, in_process=True
+    ) as handle:
+        for ids, _ in read_epochs(handle.trial_config(), [0, 1]):
+            assert sorted(ids.tolist()) == list(range(handle.manifest["rows"]))
+        ultron.data.set_service(None)

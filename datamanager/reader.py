@@ -1,0 +1,241 @@
+"""A trial's reader of the data service: one service job for all of the trial's epochs.
+
+:mod:`ultron.data` hands each epoch's :class:`~ultron.data.BatchStream` a reader from here.
+A reader registers the trial's pipeline with the service once and keeps one iterator over
+all epochs; a background thread reads ``(epoch, batch)`` elements into a bounded queue (the
+paper's training batch queue) and keeps reading across the end of an epoch, so the next
+epoch's first batches wait in the queue while the training loop validates. Between epochs the
+reader waits here (:func:`checkin`) until the trial asks for the next epoch (:func:`checkout`);
+asking for another epoch, another seed or other settings starts a new reader.
+
+Importing this module loads neither TensorFlow nor PyTorch.
+
+Example:
+    >>> checkout("no such trial", 0) is None
+    True
+"""
+
+from __future__ import annotations
+
+import atexit
+import queue
+import threading
+from typing import Any
+
+__all__ = ["END", "EpochReader", "checkin", "checkout", "close_idle"]
+
+
+class _End:
+    """The end of a reader's dataset, or of a stream's epoch."""
+
+
+END = _End()
+
+
+_MAX_IDLE_READERS = 2  # readers kept between epochs (one per trial; two trials may share a process)
+_EPOCHS_PER_JOB = 1024  # epochs one service job covers; a trial that reads more starts another
+_lock = threading.Lock()
+_idle: dict[str, EpochReader] = {}
+_generation = [0]  # close_idle() bumps it: readers of an older generation are not kept
+
+
+class EpochReader:
+    """One trial's batches, epoch after epoch, from one service job, read ahead by a thread.
+
+    The trial registers its pipeline once (not once per epoch) and keeps one iterator: each
+    element is ``(epoch, batch)``; a :class:`ultron.data.BatchStream` takes the batches of
+    its epoch and ends after the epoch's known number of batches, or when the next epoch's
+    first batch comes. The thread keeps reading across the epoch boundary, so the next epoch's first
+    batches are ready when the training loop asks for them.
+    """
+
+    def __init__(
+        self,
+        config: dict[str, Any],
+        *,
+        key: str,
+        first_epoch: int,
+        framework: str,
+        seed: int,
+        hyperparameters: dict[str, Any] | None,
+        batch_size: int | None,
+    ) -> None:
+        from datamanager.pipeline import epoch_length, load_function
+
+        self.key = key
+        self.generation = _generation[0]
+        self.next_epoch = first_epoch
+        # With dynamic sharding several workers would interleave epochs: one job per epoch,
+        # which ends with the epoch (how many batches the workers make is not known ahead).
+        sharded = config.get("sharding", "off") != "off"
+        epochs = 1 if sharded else _EPOCHS_PER_JOB
+        self.last_epoch = first_epoch + epochs - 1
+        pipeline = load_function(config["pipeline"]) if config.get("pipeline") else None
+        size = int(batch_size or config["batch_size"])
+        drop = bool(config.get("drop_remainder", False))
+        self.epoch_length = (
+            None
+            if sharded
+            else epoch_length(
+                config["manifest"],
+                batch_size=size,
+                drop_remainder=drop,
+                pipeline=pipeline,
+                hyperparameters=hyperparameters,
+            )
+        )
+        self._dataset = _distributed_dataset(
+            config,
+            first_epoch=first_epoch,
+            epochs=epochs,
+            seed=seed,
+            pipeline=pipeline,
+            hyperparameters=hyperparameters,
+            batch_size=size,
+        )
+        self._convert = _converter(framework)
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=int(config.get("prefetch", 4)))
+        self._held: list[Any] = []
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._fill, name="ultron-data", daemon=True)
+        self.thread.start()
+
+    def continues_at(self, epoch: int) -> bool:
+        """Whether the next batches this reader gives are the start of ``epoch``."""
+        return (
+            epoch == self.next_epoch
+            and epoch <= self.last_epoch
+            and self.generation == _generation[0]
+            and not self._stop.is_set()
+        )
+
+    def get(self) -> Any:
+        """The next ``(epoch, batch)``, an exception, or ``END``; waits for it."""
+        return self._held.pop() if self._held else self._queue.get()
+
+    def put_back(self, item: Any) -> None:
+        """Keep an item taken too early (the next epoch's first batch) for the next stream."""
+        self._held.append(item)
+
+    def close(self, *, timeout: float = 10.0) -> None:
+        """Stop the thread; the service ends the job once the iterator is gone."""
+        self._stop.set()
+        self.thread.join(timeout=timeout)
+
+    def _fill(self) -> None:
+        try:
+            for epoch, element in self._dataset:
+                if not self._put((int(epoch), self._convert(element))):
+                    return
+            self._put(END)
+        except Exception as exc:  # handed to the training loop, which raises it
+            self._put(exc)
+
+    def _put(self, item: Any) -> bool:
+        while not self._stop.is_set():
+            try:
+                self._queue.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+
+def checkout(key: str, epoch: int) -> EpochReader | None:
+    """The trial's idle reader when it continues at ``epoch``; others with that key close."""
+    with _lock:
+        reader = _idle.pop(key, None)
+    if reader is not None and reader.continues_at(epoch):
+        return reader
+    if reader is not None:
+        reader.close()
+    return None
+
+
+def checkin(reader: EpochReader) -> None:
+    """Keep a reader whose stream read its epoch to the end, for the trial's next epoch."""
+    closing = []
+    with _lock:
+        if reader.generation != _generation[0]:
+            closing.append(reader)
+        else:
+            if reader.key in _idle:
+                closing.append(_idle.pop(reader.key))
+            _idle[reader.key] = reader
+            while len(_idle) > _MAX_IDLE_READERS:
+                closing.append(_idle.pop(next(iter(_idle))))
+    for old in closing:
+        old.close()
+
+
+def close_idle(*, timeout: float = 10.0) -> None:
+    """Close the readers kept between epochs (set_service and interpreter exit call it)."""
+    with _lock:
+        _generation[0] += 1
+        readers = list(_idle.values())
+        _idle.clear()
+    for reader in readers:
+        reader.close(timeout=timeout)
+
+
+# At exit the threads are daemons; a reader of a service already gone may be stuck in a read.
+atexit.register(close_idle, timeout=1.0)
+
+
+def _distributed_dataset(
+    config: dict[str, Any],
+    *,
+    first_epoch: int,
+    epochs: int,
+    seed: int,
+    pipeline: Any,
+    hyperparameters: dict[str, Any] | None,
+    batch_size: int,
+) -> Any:
+    """The trial's pipeline, registered with the service; iterating it reads from the workers."""
+    from datamanager.pipeline import build_dataset, import_tensorflow
+
+    tf = import_tensorflow()
+    sharded = config.get("sharding", "off") != "off"
+    dataset = build_dataset(
+        config["manifest"],
+        batch_size=batch_size,
+        seed=seed,
+        first_epoch=first_epoch,
+        epochs=epochs,
+        shuffle_buffer=int(config.get("shuffle_buffer", 10_000)),
+        drop_remainder=bool(config.get("drop_remainder", False)),
+        pipeline=pipeline,
+        hyperparameters=hyperparameters,
+        sharded=sharded,
+    )
+    policy = tf.data.experimental.service.ShardingPolicy
+    sharding = policy.DYNAMIC if sharded else policy.OFF
+    return dataset.apply(
+        tf.data.experimental.service.distribute(
+            processing_mode=sharding,
+            service=config["dispatcher"],
+            job_name=None,
+            compression=None if config.get("compression", "none") == "none" else "AUTO",
+        )
+    )
+
+
+def _converter(framework: str) -> Any:
+    """A function from a TF batch (a nest of tensors) to the framework's tensors."""
+    if framework == "tf":
+        return lambda element: element
+    from datamanager.pipeline import import_tensorflow
+
+    tf = import_tensorflow()
+    if framework == "numpy":
+        return lambda element: tf.nest.map_structure(lambda t: t.numpy(), element)
+    if framework != "torch":
+        raise ValueError(f"framework is {framework!r}; it must be torch, tf or numpy")
+    try:
+        import torch
+    except ImportError as exc:
+        raise ImportError(
+            "framework='torch' needs PyTorch: pip install 'ultron-automl[torch]'"
+        ) from exc
+    return lambda element: tf.nest.map_structure(torch.from_dlpack, element)
