@@ -122,7 +122,8 @@ def search_loop(
     client = connect(redis_url)
     store = JobStore(client, job_id)
     state = store.load() or JobState(job_id)
-    resume_ids = set(store.running())  # trials that ran when a previous master died
+    running_before = store.running()  # trials that ran when a previous master died
+    resume_ids = set(running_before)
     if resume_ids:
         logger.info(
             "resuming job %s: trials %s run again from their checkpoints",
@@ -157,6 +158,7 @@ def search_loop(
         check=lambda: _check_lease(resources, job_id),
         driver=driver,
         resume_ids=resume_ids,
+        interrupted={tid: info["hyperparameters"] for tid, info in running_before.items()},
     )
     try:
         if spec.loop_kind == "async":

@@ -86,6 +86,7 @@ class Master:
     check: Callable[[], None] = lambda: None  # raises to abort the search (e.g. a lost lease)
     driver: StopperDriver | None = None
     resume_ids: set[str] = field(default_factory=set)
+    interrupted: dict[str, Config] = field(default_factory=dict)  # async: relaunched first
     _waiting: dict[str, list[tuple[str, Config]]] = field(default_factory=dict)
     _to_start: list[TrialRequest] = field(default_factory=list)
     _suspended: dict[str, TrialResult] = field(default_factory=dict)
@@ -208,6 +209,11 @@ class Master:
         self.store.save(self.state, results)
         self._check_failures()
 
+    def _save_strategy(self) -> None:
+        if hasattr(self.strategy, "state_dict"):
+            self.state.algorithm = self.strategy.state_dict()
+        self.store.save(self.state)
+
     def _check_failures(self) -> None:
         """Fail the job as soon as more than ``max_failed_share`` of its budget has failed."""
         failed = [t for t in self.state.trials if t.status in _FAILURES]
@@ -273,6 +279,16 @@ class Master:
         launched = len(self.state.trials)
         exhausted = False
         pending: dict[str, Config] = {}
+        done = {t.trial_id for t in self.state.trials}
+        for trial_id, config in sorted(self.interrupted.items()):
+            if trial_id not in done and launched < self.spec.num_iterations:
+                # Running when the master died: the same trial, from its last checkpoint.
+                launched += 1
+                self.state.next_trial = max(self.state.next_trial, int(trial_id) + 1)
+                pending[trial_id] = config
+                self._to_start.append(self.dispatcher.request(trial_id, config, resume=True))
+                if self.driver is not None:
+                    self.driver.start_trial(trial_id)
         while True:
             self.check()
             busy = self.dispatcher.in_flight + len(self._to_start)
@@ -297,6 +313,8 @@ class Master:
                     pending[trial_id] = config
                     if self.driver is not None:
                         self.driver.start_trial(trial_id)
+            if self._to_start:
+                self._save_strategy()  # a restart must not propose these candidates again
             self._start_launched()
             if not pending:
                 return

@@ -75,8 +75,9 @@ def _table(result: ultron.HPOResult) -> list[tuple]:
     return [(t.trial_id, t.hyperparameters["x"], t.status, t.score) for t in result.trials]
 
 
+@pytest.mark.parametrize("loop", ["batch", "async"])
 def test_master_killed_mid_round_resumes_exactly(
-    tmp_path: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch, loop: str
 ) -> None:
     calls = tmp_path / "calls.jsonl"
     monkeypatch.setenv("TOY_CALLS_FILE", str(calls))
@@ -90,7 +91,7 @@ def test_master_killed_mid_round_resumes_exactly(
             "search_space": {"x": {"type": "uniform", "low": 0, "high": 1}, "tag": [tag]},
             "num_iterations": 8,
             "parallelism": 2,
-            "loop": "batch",
+            "loop": loop,
             "storage": str(tmp_path / "runs"),
             "redis_url": redis_url,
         }
@@ -121,6 +122,11 @@ def test_master_killed_mid_round_resumes_exactly(
     # A trial running at the kill runs again (from its checkpoint, if it had one): at most once.
     assert all(ends[x] <= 2 for x in ends)
     assert all(t.status is TrialStatus.COMPLETED for t in resumed.trials)
+    assert set(starts) == set(ends)  # a trial running at the kill was finished, not dropped
+    interrupted = [e for e in log if e["event"] == "start" and e["resume"]]
+    assert interrupted  # and it ran again as a resumed trial
+    if loop == "async":
+        return  # the same final table is promised for batch mode with a seed
 
     monkeypatch.delenv("TOY_CALLS_FILE")
     reference = ultron.run(spec(uuid.uuid4().hex))  # the same job, never interrupted
