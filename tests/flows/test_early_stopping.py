@@ -87,7 +87,7 @@ def test_a_model_that_ignores_stop_is_killed_after_the_grace_period(
     assert worst.status is TrialStatus.STOPPED
     assert "grace period" in (worst.error or "")
     assert worst.score == 9.0  # the last value it reported
-    assert worst.duration < 3.0  # it did not run its 20 steps of 0.2 s
+    assert worst.duration < 3.5  # killed long before its 20 steps of 0.2 s (4 s) were done
     assert result.best_config is not None and result.best_config["x"] == 1.0
 
 
