@@ -65,7 +65,7 @@ def hpo_job(spec: dict[str, Any], job_id: str | None = None) -> dict[str, Any]:
 def _stable_job_id(name: str) -> str:
     """A new job's id; a Prefect retry of the same flow run gets the same one, and resumes."""
     run_id = flow_run.get_id()
-    return f"{new_job_id(name).rsplit('-', 1)[0]}-{run_id[:8]}" if run_id else new_job_id(name)
+    return new_job_id(name, suffix=run_id[:8] if run_id else None)
 
 
 class _Clock:

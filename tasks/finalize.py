@@ -15,7 +15,7 @@ from prefect.cache_policies import NONE
 
 from tasks.acquire_resources import JobResources
 from ultron.job_state import JobState, JobStatus, JobStore
-from ultron.paths import job_results_url, scratch_dir
+from ultron.paths import artifact_key, job_results_url, scratch_dir
 from ultron.redis_client import connect
 from ultron.results import best_trial, leaderboard, write_results
 from ultron.spec import JobSpec
@@ -82,7 +82,6 @@ def finalize(
 
 
 def _artifacts(spec: JobSpec, job_id: str, state: JobState, error: str | None) -> None:
-    key = "".join(c if c.isalnum() else "-" for c in job_id.lower())[:90]
     board = leaderboard(state.trials, spec.objective.mode)[:_TOP]
     rows = [
         {
@@ -105,7 +104,9 @@ def _artifacts(spec: JobSpec, job_id: str, state: JobState, error: str | None) -
         + (f"\nError: `{error}`\n" if error else "")
     )
     try:
-        create_table_artifact(rows, key=f"{key}-leaderboard", description=f"{spec.name} top {_TOP}")
-        create_markdown_artifact(text, key=f"{key}-summary", description=spec.name)
+        create_table_artifact(
+            rows, key=artifact_key(job_id, "leaderboard"), description=f"{spec.name} top {_TOP}"
+        )
+        create_markdown_artifact(text, key=artifact_key(job_id, "summary"), description=spec.name)
     except Exception:  # artifacts are for the UI; their failure never fails a job
         get_run_logger().warning("could not write Prefect artifacts")

@@ -20,7 +20,7 @@ from ultron.early_stopping import StopperDriver
 from ultron.environment import TrialEnvironment
 from ultron.job_state import JobState, JobStore
 from ultron.master import Master
-from ultron.paths import scratch_dir
+from ultron.paths import artifact_key, scratch_dir
 from ultron.progress import ProgressEvent, emit
 from ultron.redis_client import connect
 from ultron.results import best_trial
@@ -49,7 +49,7 @@ class _Progress:
         self.last = time.monotonic()
         try:
             self.artifact = create_progress_artifact(
-                progress=self.percent, key=_artifact_key(job_id, "progress"), description=spec.name
+                progress=self.percent, key=artifact_key(job_id, "progress"), description=spec.name
             )
         except Exception:  # the artifact is for the UI; the job goes on without it
             get_run_logger().warning("could not create the progress artifact")
@@ -87,11 +87,6 @@ class _Progress:
                 self.artifact = None
 
 
-def _artifact_key(job_id: str, what: str) -> str:
-    safe = "".join(c if c.isalnum() else "-" for c in job_id.lower())
-    return f"{safe}-{what}"[:100]
-
-
 def _stopper_driver(
     spec: JobSpec, client: Any, job_id: str, state: JobState
 ) -> StopperDriver | None:
@@ -123,12 +118,11 @@ def search_loop(
     store = JobStore(client, job_id)
     state = store.load() or JobState(job_id)
     running_before = store.running()  # trials that ran when a previous master died
-    resume_ids = set(running_before)
-    if resume_ids:
+    if running_before:
         logger.info(
             "resuming job %s: trials %s run again from their checkpoints",
             job_id,
-            sorted(resume_ids),
+            sorted(running_before),
         )
     store.clear_running()
     strategy = build_strategy(spec, env)
@@ -157,7 +151,6 @@ def search_loop(
         on_result=progress.update,
         check=lambda: _check_lease(resources, job_id),
         driver=driver,
-        resume_ids=resume_ids,
         interrupted={tid: info["hyperparameters"] for tid, info in running_before.items()},
     )
     try:

@@ -68,6 +68,15 @@ class Cache(Protocol):
 _FAILURES = (TrialStatus.FAILED, TrialStatus.CRASHED, TrialStatus.TIMEOUT)
 
 
+def _cached(
+    trial_id: str, config: Config, score: float | None, metrics: dict[str, Any]
+) -> TrialResult:
+    """A trial answered without training (from the cache or a twin in the same job)."""
+    return TrialResult(
+        trial_id, config, TrialStatus.CACHED, score=score, metrics=metrics, attempts=0
+    )
+
+
 def _score(result: TrialResult) -> float:
     return float(result.score) if result.status.ok and result.score is not None else math.nan
 
@@ -85,8 +94,9 @@ class Master:
     on_result: OnResult = lambda state, running, last: None
     check: Callable[[], None] = lambda: None  # raises to abort the search (e.g. a lost lease)
     driver: StopperDriver | None = None
-    resume_ids: set[str] = field(default_factory=set)
-    interrupted: dict[str, Config] = field(default_factory=dict)  # async: relaunched first
+    # Trials that were running when a previous master died: they run again with resume=True
+    # (batch samples them again; async relaunches them first).
+    interrupted: dict[str, Config] = field(default_factory=dict)
     _waiting: dict[str, list[tuple[str, Config]]] = field(default_factory=dict)
     _to_start: list[TrialRequest] = field(default_factory=list)
     _suspended: dict[str, TrialResult] = field(default_factory=dict)
@@ -115,14 +125,7 @@ class Master:
             self.on_result(self.state, self.dispatcher.in_flight, recovered)
             return recovered
         if hit is not None:
-            cached = TrialResult(
-                trial_id,
-                config,
-                TrialStatus.CACHED,
-                score=hit["score"],
-                metrics=hit.get("metrics", {}),
-                attempts=0,
-            )
+            cached = _cached(trial_id, config, hit["score"], hit.get("metrics", {}))
             self.on_result(self.state, self.dispatcher.in_flight, cached)
             return cached
         key = canonical(config)
@@ -130,7 +133,7 @@ class Master:
             self._waiting[key].append((trial_id, config))
         else:
             self._waiting[key] = []
-            resume = trial_id in self.resume_ids  # it was running when the master died
+            resume = trial_id in self.interrupted
             self._to_start.append(self.dispatcher.request(trial_id, config, resume=resume))
         return None
 
@@ -140,9 +143,10 @@ class Master:
 
     def _judge(self, result: TrialResult) -> TrialResult | None:
         """Apply early stopping to a returned trial: stopped, suspended (None) or as it is."""
-        if self.driver is None or not result.status.ok:
-            if self.driver is not None:
-                self.driver.complete(result.trial_id)
+        if self.driver is None:
+            return result
+        if not result.status.ok:
+            self.driver.complete(result.trial_id)
             return result
         decision = self.driver.outcome(result.trial_id)
         if decision is Decision.SUSPEND:
@@ -178,14 +182,7 @@ class Master:
         done = [result]
         for trial_id, config in self._waiting.pop(canonical(result.hyperparameters), []):
             done.append(
-                TrialResult(
-                    trial_id,
-                    config,
-                    TrialStatus.CACHED,
-                    score=result.score,
-                    metrics=result.metrics,
-                    attempts=0,
-                )
+                _cached(trial_id, config, result.score, result.metrics)
                 if result.status is TrialStatus.COMPLETED
                 else TrialResult.from_dict({**result.to_dict(), "trial_id": trial_id})
             )
@@ -202,17 +199,16 @@ class Master:
             for r in results
         ]
         self.strategy.update_state(candidates, scores)
+        self._checkpoint(results)
+        self._check_failures()
+
+    def _checkpoint(self, new: Sequence[TrialResult] = ()) -> None:
+        """Save the strategy's and the stopper's state, with the ``new`` rows of the table."""
         if hasattr(self.strategy, "state_dict"):
             self.state.algorithm = self.strategy.state_dict()
         if self.driver is not None:
             self.state.stopper = self.driver.state_dict()
-        self.store.save(self.state, results)
-        self._check_failures()
-
-    def _save_strategy(self) -> None:
-        if hasattr(self.strategy, "state_dict"):
-            self.state.algorithm = self.strategy.state_dict()
-        self.store.save(self.state)
+        self.store.save(self.state, new)
 
     def _check_failures(self) -> None:
         """Fail the job as soon as more than ``max_failed_share`` of its budget has failed."""
@@ -314,7 +310,7 @@ class Master:
                     if self.driver is not None:
                         self.driver.start_trial(trial_id)
             if self._to_start:
-                self._save_strategy()  # a restart must not propose these candidates again
+                self._checkpoint()  # a restart must not propose these candidates again
             self._start_launched()
             if not pending:
                 return

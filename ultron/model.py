@@ -61,7 +61,7 @@ class TrialContext:
 
     @property
     def reports_key(self) -> str:
-        return f"ultron:job:{self.job_id}:run:reports:{self.trial_id}"
+        return reports_key(self.job_id, self.trial_id)
 
     @property
     def stop_key(self) -> str:
@@ -77,6 +77,11 @@ class TrialContext:
 
             self._client = connect(self.redis_url)
         return self._client
+
+
+def reports_key(job_id: str, trial_id: str) -> str:
+    """The list of one trial's reports (its learning curve)."""
+    return f"ultron:job:{job_id}:run:reports:{trial_id}"
 
 
 def stop_key(job_id: str, trial_id: str) -> str:

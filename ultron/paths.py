@@ -11,7 +11,7 @@ import os
 import uuid
 from pathlib import Path
 
-__all__ = ["job_results_url", "new_job_id", "scratch_dir", "ultron_home"]
+__all__ = ["artifact_key", "job_results_url", "new_job_id", "scratch_dir", "ultron_home"]
 
 
 def ultron_home() -> Path:
@@ -31,7 +31,13 @@ def job_results_url(storage: str, job_id: str) -> str:
     return str(Path(storage).expanduser().resolve() / job_id)
 
 
-def new_job_id(name: str) -> str:
-    """A fresh, readable job id: the job name and a short random suffix."""
+def new_job_id(name: str, *, suffix: str | None = None) -> str:
+    """A readable job id: the job name and ``suffix`` (default a short random one)."""
     safe = "".join(c if c.isalnum() or c in "-_" else "-" for c in name).strip("-") or "job"
-    return f"{safe[:40]}-{uuid.uuid4().hex[:8]}"
+    return f"{safe[:40]}-{suffix or uuid.uuid4().hex[:8]}"
+
+
+def artifact_key(job_id: str, what: str) -> str:
+    """The key of one of the job's Prefect artifacts (lowercase letters, digits and dashes)."""
+    safe = "".join(c if c.isalnum() else "-" for c in job_id.lower())
+    return f"{safe[:90]}-{what}"

@@ -21,7 +21,7 @@ import time
 from multiprocessing.connection import Connection
 from typing import Any
 
-from ultron.model import stop_key
+from ultron.model import reports_key, stop_key
 from ultron.trial import TrialRequest, TrialResult, TrialStatus
 from ultron.trial_checkpoints import restore_for, start_sync
 
@@ -201,8 +201,7 @@ def _wait_for_answer(process: WarmProcess, request: TrialRequest) -> dict[str, A
 
 def _last_reported(request: TrialRequest) -> float | None:
     client = _redis(request.redis_url)
-    key = f"ultron:job:{request.job_id}:run:reports:{request.trial_id}"
-    for raw in reversed(client.lrange(key, -50, -1)):
+    for raw in reversed(client.lrange(reports_key(request.job_id, request.trial_id), -50, -1)):
         entry = json.loads(raw)
         if request.metric in entry:
             return float(entry[request.metric])
