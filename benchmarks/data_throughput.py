@@ -6,8 +6,11 @@
 All three read the same 256 x 32 x 32 x 3 float32 batches with the same small augmentation (a
 random horizontal flip and a random brightness shift per image):
 
-- ``service``: the job's tf.data service in its own process (as a job runs it), read through
-  :func:`ultron.data.batches` into torch tensors;
+- ``service``: the job's tf.data service as a job runs it by default (``placement:
+  colocated``): the dispatcher in its own process, a worker of it in this (the trial's)
+  process, read through :func:`ultron.data.batches` into torch tensors;
+- ``service, remote``: the same with ``placement: service``: the worker in the service's
+  process, the batches sent over gRPC;
 - ``local tf.data``: the same pipeline (built by the same function, with the same shuffle
   buffer, batch size and augmentation) in this process, handed to torch through DLPack;
 - ``torch DataLoader``: a map-style dataset with 2 worker processes.
@@ -216,16 +219,24 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         make_data(folder, batches=args.batches)
-        spec = DataSpec(
-            url="train.npz", batch_size=BATCH, pipeline="benchmarks.data_throughput:augment"
-        )
-        with start_data_service(
-            spec, job_id="bench", seed=0, base_dir=folder, work_dir=folder / "service"
-        ) as handle:
+
+        def start(placement: str) -> Any:
+            spec = DataSpec(
+                url="train.npz",
+                batch_size=BATCH,
+                pipeline="benchmarks.data_throughput:augment",
+                placement=placement,
+            )
+            return start_data_service(
+                spec, job_id="bench", seed=0, base_dir=folder, work_dir=folder / placement
+            )
+
+        with start("colocated") as handle, start("service") as remote:
             config = handle.trial_config()
             most = max(args.epochs, args.step_epochs)
             runs = {
                 "service": lambda: service_epochs(config, seed=1),
+                "service, remote": lambda: service_epochs(remote.trial_config(), seed=1),
                 "local tf.data": lambda: local_epochs(config, seed=1, epochs=1 + most),
                 "torch DataLoader": lambda: loader_epochs(folder / "train.npz"),
             }
@@ -258,13 +269,16 @@ def _print(rounds: dict[str, list[tuple[float, ...]]], *, step_ms: float) -> Non
     for name, (rate, cpu, step_rate, share) in results.items():
         print(f"{name:18}{rate:10.1f}{cpu:14.1f}{step_rate:20.1f}{100 * share:8.0f}%")
     # Each round's service run is compared with the local run next to it, under the same load.
-    pairs = list(zip(rounds["service"], rounds["local tf.data"], strict=True))
-    ratios = [service[0] / local[0] for service, local in pairs]
-    each = ", ".join(f"{100 * r:.0f}%" for r in ratios)
-    print(f"service / local tf.data: {100 * float(np.median(ratios)):.0f}% (rounds: {each})")
-    cpu_ratio = float(np.median([local[1] / service[1] for service, local in pairs]))
-    print(f"local / service CPU per batch: {100 * cpu_ratio:.0f}% (what the ratio would be with")
-    print("both bound by this machine's CPU alone)")
+    for name in ("service", "service, remote"):
+        pairs = list(zip(rounds[name], rounds["local tf.data"], strict=True))
+        ratios = [service[0] / local[0] for service, local in pairs]
+        each = ", ".join(f"{100 * r:.0f}%" for r in ratios)
+        cpu_ratio = float(np.median([local[1] / service[1] for service, local in pairs]))
+        print(
+            f"{name} / local tf.data: {100 * float(np.median(ratios)):.0f}% (rounds: {each}); "
+            f"local / {name} CPU per batch: {100 * cpu_ratio:.0f}%"
+        )
+    print("(CPU per batch: what the ratio would be with both bound by this machine's CPU alone)")
 
 
 if __name__ == "__main__":

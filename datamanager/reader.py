@@ -8,6 +8,13 @@ epoch's first batches wait in the queue while the training loop validates. Betwe
 reader waits here (:func:`checkin`) until the trial asks for the next epoch (:func:`checkout`);
 asking for another epoch, another seed or other settings starts a new reader.
 
+With ``placement: colocated`` (the default) the trial process runs a tf.data service worker of
+the job's dispatcher (:func:`colocated_worker`, started on first use and kept for the
+process's next trials) and reads only from it (``target_workers="LOCAL"``): the pipeline runs
+on this process's CPU threads and the batches come through memory, not gRPC. The dispatcher
+gives every job a task on every worker, but a worker starts a task only when a client reads
+from it, so another trial's worker does no work for this trial.
+
 Importing this module loads neither TensorFlow nor PyTorch.
 
 Example:
@@ -22,7 +29,15 @@ import queue
 import threading
 from typing import Any
 
-__all__ = ["END", "EpochReader", "checkin", "checkout", "close_idle"]
+__all__ = [
+    "END",
+    "EpochReader",
+    "checkin",
+    "checkout",
+    "close_idle",
+    "colocated_worker",
+    "stop_colocated_workers",
+]
 
 
 class _End:
@@ -37,6 +52,7 @@ _EPOCHS_PER_JOB = 1024  # epochs one service job covers; a trial that reads more
 _lock = threading.Lock()
 _idle: dict[str, EpochReader] = {}
 _generation = [0]  # close_idle() bumps it: readers of an older generation are not kept
+_workers: dict[str, Any] = {}  # dispatcher address -> this process's worker of it
 
 
 class EpochReader:
@@ -178,6 +194,16 @@ def close_idle(*, timeout: float = 10.0) -> None:
         reader.close(timeout=timeout)
 
 
+def stop_colocated_workers(dispatcher: str | None = None) -> None:
+    """Close the idle readers and stop this process's worker of ``dispatcher`` (None: all)."""
+    close_idle()
+    with _lock:
+        addresses = [a for a in _workers if dispatcher is None or a == dispatcher]
+        stopping = [_workers.pop(address) for address in addresses]
+    for worker in stopping:
+        worker.stop()
+
+
 # At exit the threads are daemons; a reader of a service already gone may be stuck in a read.
 atexit.register(close_idle, timeout=1.0)
 
@@ -209,6 +235,9 @@ def _distributed_dataset(
         hyperparameters=hyperparameters,
         sharded=sharded,
     )
+    colocated = config.get("placement", "service") == "colocated"
+    if colocated:
+        colocated_worker(config["dispatcher"])
     policy = tf.data.experimental.service.ShardingPolicy
     sharding = policy.DYNAMIC if sharded else policy.OFF
     return dataset.apply(
@@ -217,8 +246,33 @@ def _distributed_dataset(
             service=config["dispatcher"],
             job_name=None,
             compression=None if config.get("compression", "none") == "none" else "AUTO",
+            target_workers="LOCAL" if colocated else "AUTO",
         )
     )
+
+
+def colocated_worker(dispatcher: str) -> Any:
+    """This process's tf.data service worker of ``dispatcher``, started on first use.
+
+    It stays up for the process's next trials of the same job; asking for another
+    dispatcher (another job's service) stops the old worker first.
+    """
+    from datamanager.pipeline import import_tensorflow
+
+    with _lock:
+        worker = _workers.get(dispatcher)
+        if worker is not None:
+            return worker
+        for old in _workers.values():
+            old.stop()
+        _workers.clear()
+        svc = import_tensorflow().data.experimental.service
+        address = dispatcher.split("://", 1)[-1]
+        worker = svc.WorkerServer(
+            svc.WorkerConfig(dispatcher_address=address, worker_address="localhost:%port%", port=0)
+        )
+        _workers[dispatcher] = worker
+        return worker
 
 
 def _converter(framework: str) -> Any:

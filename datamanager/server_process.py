@@ -21,7 +21,7 @@ __all__ = ["main"]
 
 def main(argv: list[str]) -> int:
     """Serve until stdin closes; 0 on a clean stop."""
-    from datamanager.service import READY_FILE, LocalDataService
+    from datamanager.service import READY_FILE, LocalDataService, service_workers
     from datamanager.spec import DataSpec
     from datamanager.staging import MANIFEST_NAME, stage
 
@@ -29,7 +29,7 @@ def main(argv: list[str]) -> int:
     spec = DataSpec.model_validate(config["spec"])
     work = Path(config["work_dir"])
     manifest = stage(spec, base_dir=config["base_dir"], out_dir=work / "staged")
-    service = LocalDataService(workers=spec.workers, host=spec.host, port=spec.port)
+    service = LocalDataService(workers=service_workers(spec), host=spec.host, port=spec.port)
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
     threading.Thread(target=_wait_for_eof, args=(done,), daemon=True).start()

@@ -6,6 +6,13 @@ process of the job (it stages the data, starts the dispatcher and the workers, a
 the job closes its stdin or dies), so TensorFlow never loads into the flow's process and
 nothing outlives the job. ``in_process=True`` runs it in the calling process (tests).
 
+Where the workers run is the spec's ``data.placement``. ``colocated`` (the default): the
+service process runs the dispatcher alone and each trial process starts a worker of it on
+first use (:mod:`datamanager.reader`) and reads from that worker in process, as the paper
+puts it "on CPU threads next to the training"; the batches never cross a socket.
+``service``: the service process also runs ``data.workers`` workers and the trials read
+from them over gRPC.
+
 Each trial gets :meth:`DataServiceHandle.trial_config` (a small JSON-able ``dict``) in its
 request; the trial process hands it to :func:`ultron.data.set_service`.
 
@@ -13,8 +20,8 @@ Example:
     >>> handle = DataServiceHandle(dispatcher_address="grpc://localhost:5050",
     ...                            manifest={"rows": 0}, spec=DataSpec(url="d.npz"), seed=3)
     >>> config = handle.trial_config()
-    >>> config["dispatcher"], config["batch_size"], config["sharding"]
-    ('grpc://localhost:5050', 32, 'off')
+    >>> config["dispatcher"], config["batch_size"], config["sharding"], config["placement"]
+    ('grpc://localhost:5050', 32, 'off', 'colocated')
 """
 
 from __future__ import annotations
@@ -33,16 +40,20 @@ from datamanager.errors import DataServiceError
 from datamanager.pipeline import import_tensorflow
 from datamanager.spec import DataSpec
 
-__all__ = ["DataServiceHandle", "LocalDataService", "start_data_service"]
+__all__ = ["DataServiceHandle", "LocalDataService", "service_workers", "start_data_service"]
 
 logger = logging.getLogger(__name__)
 
 READY_FILE = "service.json"
+JOB_GC_S = 30.0  # a trial's job outlives its reader this long (the dispatcher's GC timeout)
 ENV_VAR = "ULTRON_DATA_SERVICE"
 
 
 class LocalDataService:
-    """A tf.data service dispatcher and ``workers`` workers in this process.
+    """A tf.data service dispatcher and ``workers`` workers (perhaps none) in this process.
+
+    The dispatcher forgets a trial's job (and its workers drop the job's task, shuffle buffer
+    and all) ``JOB_GC_S`` seconds after the trial's reader is gone.
 
     Example:
         >>> service = LocalDataService(workers=1)       # doctest: +SKIP
@@ -54,7 +65,13 @@ class LocalDataService:
     def __init__(self, *, workers: int = 1, host: str = "localhost", port: int = 0) -> None:
         tf = import_tensorflow()
         svc = tf.data.experimental.service
-        self._dispatcher = svc.DispatchServer(svc.DispatcherConfig(port=port))
+        self._dispatcher = svc.DispatchServer(
+            svc.DispatcherConfig(
+                port=port,
+                job_gc_check_interval_ms=int(JOB_GC_S * 1000) // 2,
+                job_gc_timeout_ms=int(JOB_GC_S * 1000),
+            )
+        )
         port_used = int(self._dispatcher.target.rsplit(":", 1)[1])
         self.address = f"grpc://{host}:{port_used}"
         self._workers = [
@@ -104,10 +121,16 @@ class DataServiceHandle:
             "drop_remainder": self.spec.drop_remainder,
             "pipeline": self.spec.pipeline,
             "prefetch": self.spec.prefetch,
-            "sharding": "off" if self.spec.workers == 1 else "dynamic",
+            "placement": self.spec.placement,
+            "sharding": "dynamic" if self.service_workers > 1 else "off",
             "compression": self.spec.compression,
             "job_seed": self.seed,
         }
+
+    @property
+    def service_workers(self) -> int:
+        """Workers in the service's own process: none when each trial process has its own."""
+        return service_workers(self.spec)
 
     def env(self) -> dict[str, str]:
         """The same as environment variables (``ULTRON_DATA_SERVICE``: the config as JSON)."""
@@ -121,7 +144,13 @@ class DataServiceHandle:
         return self._local is not None
 
     def stop(self, *, timeout: float = 20.0) -> None:
-        """Stop the dispatcher and the workers; safe to call more than once."""
+        """Stop the dispatcher and the workers; safe to call more than once.
+
+        A worker this process runs for its own trials (``placement: colocated``) stops too.
+        """
+        from datamanager.reader import stop_colocated_workers
+
+        stop_colocated_workers(self.dispatcher_address)
         if self._local is not None:
             self._local.stop()
             self._local = None
@@ -134,6 +163,11 @@ class DataServiceHandle:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def service_workers(data_spec: DataSpec) -> int:
+    """How many workers the service process runs for ``data_spec`` (0 when colocated)."""
+    return 0 if data_spec.placement == "colocated" else data_spec.workers
 
 
 def start_data_service(
@@ -169,7 +203,7 @@ def start_data_service(
 
         manifest = stage(data_spec, base_dir=base_dir, out_dir=work / "staged")
         local = LocalDataService(
-            workers=data_spec.workers, host=data_spec.host, port=data_spec.port
+            workers=service_workers(data_spec), host=data_spec.host, port=data_spec.port
         )
         return DataServiceHandle(local.address, manifest, data_spec, seed, _local=local)
     return _start_child(data_spec, seed=seed, base_dir=base_dir, work=work, timeout=startup_timeout)

@@ -15,6 +15,7 @@ Example:
 
 from __future__ import annotations
 
+import gzip
 import io
 import struct
 from collections.abc import Iterator
@@ -23,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from datamanager.errors import DataValidationError, ExpectationFailure
+from datamanager.errors import DataServiceError, DataValidationError, ExpectationFailure
 from datamanager.spec import DataSpec
 
 __all__ = ["data_files", "read_chunks", "resolve_url"]
@@ -146,13 +147,24 @@ def _parquet_chunks(fs: Any, name: str, spec: DataSpec) -> Iterator[dict[str, np
 
 
 def _column(column: Any) -> np.ndarray:
-    """A pyarrow column as NumPy: scalars as they are, lists of equal length stacked."""
-    import pyarrow as pa
+    """A pyarrow column as NumPy: scalars as they are, lists of equal length stacked.
 
-    if pa.types.is_list(column.type) or pa.types.is_fixed_size_list(column.type):
-        values = [np.asarray(v, dtype=None) for v in column.to_pylist()]
-        return np.stack(values) if values else np.zeros((0,))
-    return column.to_numpy(zero_copy_only=False)
+    A list column keeps its value type (float32 stays float32); lists of unequal length, or
+    missing lists, go the slow way and fail in ``np.stack`` with the lengths in the message.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not (pa.types.is_list(column.type) or pa.types.is_fixed_size_list(column.type)):
+        return column.to_numpy(zero_copy_only=False)
+    flat_type = column.type.value_type
+    if len(column) and column.null_count == 0 and not pa.types.is_nested(flat_type):
+        lengths = pc.list_value_length(column).to_numpy(zero_copy_only=False)
+        if (lengths == lengths[0]).all():
+            flat = column.flatten().to_numpy(zero_copy_only=False)
+            return flat.reshape(len(column), int(lengths[0]))
+    values = [np.asarray(v, dtype=flat_type.to_pandas_dtype()) for v in column.to_pylist()]
+    return np.stack(values) if values else np.zeros((0,), dtype=flat_type.to_pandas_dtype())
 
 
 def _tfrecord_chunks(fs: Any, name: str, spec: DataSpec) -> Iterator[dict[str, np.ndarray]]:
@@ -164,8 +176,11 @@ def _tfrecord_chunks(fs: Any, name: str, spec: DataSpec) -> Iterator[dict[str, n
         for key, f in spec.features.items()
     }
     records: list[bytes] = []
-    with fs.open(name, "rb") as handle:
-        for record in _tfrecords(handle):
+    with fs.open(name, "rb") as raw:
+        gzipped = raw.read(2) == b"\x1f\x8b"  # GZIP's magic number
+        raw.seek(0)
+        handle = gzip.GzipFile(fileobj=raw) if gzipped else raw
+        for record in _tfrecords(handle, name=name):
             records.append(record)
             if len(records) == spec.shard_rows:
                 yield {k: v.numpy() for k, v in tf.io.parse_example(records, features).items()}
@@ -174,14 +189,16 @@ def _tfrecord_chunks(fs: Any, name: str, spec: DataSpec) -> Iterator[dict[str, n
         yield {k: v.numpy() for k, v in tf.io.parse_example(records, features).items()}
 
 
-def _tfrecords(handle: Any) -> Iterator[bytes]:
+def _tfrecords(handle: Any, *, name: str) -> Iterator[bytes]:
     """The records of a TFRecord stream (length, its CRC, data, its CRC); CRCs not checked."""
     while header := handle.read(12):
-        if len(header) < 12:
-            raise ValueError("truncated TFRecord header")
-        (length,) = struct.unpack("<Q", header[:8])
-        data = handle.read(length)
+        length = struct.unpack("<Q", header[:8])[0] if len(header) == 12 else -1
+        data = handle.read(length) if length >= 0 else b""
         handle.read(4)
-        if len(data) < length:
-            raise ValueError("truncated TFRecord record")
+        if length < 0 or len(data) < length:
+            raise DataServiceError(
+                f"data.url: {name} is not a whole TFRecord file (a record is cut short). "
+                "Rule: TFRecord files, uncompressed or GZIP. Fix: rewrite the file, or "
+                "decompress a ZLIB one"
+            )
         yield data

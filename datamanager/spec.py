@@ -29,6 +29,8 @@ _SUFFIX_FORMATS = {
     ".pq": "parquet",
     ".tfrecord": "tfrecord",
     ".tfrecords": "tfrecord",
+    ".tfrecord.gz": "tfrecord",
+    ".tfrecords.gz": "tfrecord",
 }
 
 
@@ -145,11 +147,19 @@ class DataSpec(_Strict):
         "dataset; it gets (dataset, hyperparameters=, seed=) and returns a dataset. seed is "
         "the epoch's seed as an int64 scalar tensor, for tf.data and tf.random ops.",
     )
+    placement: Literal["colocated", "service"] = Field(
+        default="colocated",
+        description="Where the tf.data service workers run. colocated: each trial process "
+        "runs a worker of the job's dispatcher and reads from it in process, on CPU threads "
+        "next to the training (no RPC, no copy of the batches). service: the service's own "
+        "workers (see workers) make the batches and send them to the trials over gRPC, which "
+        "leaves the trial's CPU to the training.",
+    )
     workers: int = Field(
         default=1,
         ge=1,
-        description="tf.data service workers; with more than one, every example still comes "
-        "once per epoch but the order is no longer reproducible.",
+        description="placement service only: the service's workers; with more than one, "
+        "every example still comes once per epoch but the order is no longer reproducible.",
     )
     compression: Literal["none", "auto"] = Field(
         default="none",
@@ -181,6 +191,17 @@ class DataSpec(_Strict):
         if value is not None and not _FUNCTION_PATH.match(value):
             raise rule_error("pipeline must be module:function", "write e.g. mypkg.data:augment")
         return value
+
+    @model_validator(mode="after")
+    def _workers_need_the_service(self) -> DataSpec:
+        if self.placement == "colocated" and self.workers > 1:
+            raise rule_error(
+                f"workers is {self.workers} but placement is colocated, where each trial "
+                "process runs its own worker",
+                "set placement: service to share the data out over the service's workers, "
+                "or drop workers",
+            )
+        return self
 
     @model_validator(mode="after")
     def _format_known(self) -> DataSpec:

@@ -12,7 +12,7 @@ import pytest
 from datamanager_fixtures import dataset_dir_fixture, service_fixture  # noqa: F401
 
 import ultron.data
-from datamanager import DataServiceHandle, DataSpec, start_data_service
+from datamanager import DataServiceHandle, DataSpec, reader, start_data_service
 
 pytest.importorskip("tensorflow")
 pytest.importorskip("torch")
@@ -99,17 +99,21 @@ def _port_open(address: str) -> bool:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("placement", ["colocated", "service"])
 def test_service_in_its_own_process_serves_and_stops_clean(
-    dataset_dir: Path, tmp_path: Path
+    dataset_dir: Path, tmp_path: Path, placement: str
 ) -> None:
-    spec = DataSpec(url="train.npz", batch_size=100, shard_rows=256)
+    spec = DataSpec(url="train.npz", batch_size=100, shard_rows=256, placement=placement)
     handle = start_data_service(
         spec, job_id="test-child", seed=4, base_dir=dataset_dir, work_dir=tmp_path
     )
     try:
         assert handle.running and _port_open(handle.dispatcher_address)
+        assert handle.service_workers == (0 if placement == "colocated" else 1)
         ids, _, _ = read_epoch(handle.trial_config())
         assert sorted(ids.tolist()) == list(range(handle.manifest["rows"]))
+        # colocated: the batches came from this process's own worker (the service has none)
+        assert (handle.dispatcher_address in reader._workers) == (placement == "colocated")
     finally:
         ultron.data.set_service(None)  # the trial ends before the job stops the service
         process = handle._process
@@ -117,6 +121,7 @@ def test_service_in_its_own_process_serves_and_stops_clean(
     assert process is not None and process.returncode == 0
     assert not handle.running
     assert not _port_open(handle.dispatcher_address)
+    assert handle.dispatcher_address not in reader._workers  # stopped with the service
 
 
 def read_epochs(config: dict[str, Any], epochs: list[int], **kwargs: Any) -> list[Any]:
@@ -173,7 +178,14 @@ def test_a_pipeline_that_rebatches_still_gets_whole_epochs(
 
 
 def test_two_workers_share_each_epoch_out(dataset_dir: Path, tmp_path: Path) -> None:
-    spec = DataSpec(url="train.npz", batch_size=50, shard_rows=64, shuffle_buffer=100, workers=2)
+    spec = DataSpec(
+        url="train.npz",
+        batch_size=50,
+        shard_rows=64,
+        shuffle_buffer=100,
+        placement="service",
+        workers=2,
+    )
     with start_data_service(
         spec, job_id="test-two", seed=1, base_dir=dataset_dir, work_dir=tmp_path, in_process=True
     ) as handle:

@@ -12,6 +12,8 @@ def test_defaults() -> None:
     spec = DataSpec(url="data/train.parquet")
     assert spec.resolved_format() == "parquet"
     assert (spec.batch_size, spec.workers, spec.prefetch, spec.expectations) == (32, 1, 4, [])
+    assert spec.placement == "colocated"  # a worker in each trial process
+    assert DataSpec(url="a.npz", placement="service", workers=3).workers == 3
 
 
 @pytest.mark.parametrize(
@@ -22,6 +24,8 @@ def test_defaults() -> None:
         ({"url": "a.npz", "batch_size": 0}, "batch_size"),
         ({"url": "a.npz", "pipeline": "not a path"}, "module:function"),
         ({"url": "a.npz", "colour": 1}, "colour"),
+        ({"url": "a.npz", "workers": 2}, "set placement: service"),
+        ({"url": "a.npz", "placement": "remote"}, "placement"),
         ({"url": "a.npz", "expectations": [{"expect": "in_set", "column": "y"}]}, "values"),
         ({"url": "a.npz", "expectations": [{"expect": "between"}]}, "needs a column"),
         (
