@@ -19,10 +19,14 @@ from streaming_cnn.synthetic import make
 
 
 def write(url: str, *, rows: int = 4096, seed: int = 0) -> str:
-    """Write ``train.npz`` under ``url`` and return its full URL."""
+    """Write ``train.npz`` under ``url`` and return its full URL.
+
+    Besides the images ``x`` and labels ``y`` it holds ``id`` (0 to rows - 1): an example id,
+    so a trial can tell which examples it saw. The model ignores it.
+    """
     x, y = make(rows, seed=seed)
     buffer = io.BytesIO()
-    np.savez(buffer, x=x, y=y)
+    np.savez(buffer, x=x, y=y, id=np.arange(rows, dtype=np.int64))
     target = f"{url.rstrip('/')}/train.npz"
     fs, path = fsspec.core.url_to_fs(target)
     fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)

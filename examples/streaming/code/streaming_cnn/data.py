@@ -1,8 +1,10 @@
 """The job's augmentation (``data.pipeline`` in job.yaml): it runs in the data service.
 
-It gets the decoded, shuffled batches (``{"x": images, "y": labels}``) and returns them
-augmented. It must use graph ops only (no ``tf.py_function``): it runs in the service's
-workers, in another process. The flip probability is a hyper-parameter.
+It gets the decoded, shuffled batches (``{"x": images, "y": labels, "id": example ids}``)
+and returns them with the images augmented and the other columns as they were. It must use
+graph ops only (no ``tf.py_function``): it is sent to the service as a graph and runs in the
+service's workers (by default one inside each trial process). The flip probability is a
+hyper-parameter.
 """
 
 from __future__ import annotations
@@ -24,6 +26,6 @@ def augment(dataset: Any, *, hyperparameters: dict[str, Any], seed: int) -> Any:
         shift = tf.random.stateless_uniform(
             [tf.shape(x)[0], 1, 1, 1], seed=pair + 1, minval=-0.05, maxval=0.05
         )
-        return {"x": x + shift, "y": batch["y"]}
+        return {**batch, "x": x + shift}
 
     return tf.data.Dataset.zip((dataset, seeds)).map(apply, num_parallel_calls=tf.data.AUTOTUNE)
