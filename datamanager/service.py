@@ -26,6 +26,7 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -126,6 +127,20 @@ class DataServiceHandle:
             "compression": self.spec.compression,
             "job_seed": self.seed,
         }
+
+    def fingerprint(self) -> str:
+        """What the trials' batches depend on: the data's content and how it is batched.
+
+        Two jobs with the same fingerprint (and code) feed a configuration the same batches;
+        the score cache keys on it. Where the workers run, and what is validated, do not count.
+        """
+        shaping = self.spec.model_dump(
+            mode="json",
+            include={"format", "features", "batch_size", "drop_remainder", "shuffle_buffer"},
+        )
+        shaping |= {"pipeline": self.spec.pipeline, "shard_rows": self.spec.shard_rows}
+        text = json.dumps([self.manifest.get("sha256"), shaping], sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     @property
     def service_workers(self) -> int:

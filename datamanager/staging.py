@@ -5,7 +5,8 @@ graph ops (no Python functions: it lives in another process than the trial that 
 the pipeline). So the service's process reads the data once through fsspec and writes it
 into shards of fixed-length records (each record one example, its columns' raw bytes one
 after the other), which ``tf.data.FixedLengthRecordDataset`` reads at full speed. The
-manifest says where each column lies in a record.
+manifest says where each column lies in a record, and its ``sha256`` (of the layout and the
+shards' bytes) names the data: the score cache keys on it, so new data is trained anew.
 
 Example:
     >>> import numpy as np, tempfile, os
@@ -19,6 +20,7 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -63,6 +65,7 @@ def stage(spec: DataSpec, *, base_dir: str | Path, out_dir: str | Path) -> dict[
         "row_bytes": sum(c["nbytes"] for c in columns),
         "columns": columns,
         "shards": shards,
+        "sha256": _digest(columns, shards),
     }
     tmp = out / (MANIFEST_NAME + ".tmp")
     tmp.write_text(json.dumps(manifest, indent=1))
@@ -102,5 +105,12 @@ def _records(chunk: dict[str, np.ndarray], columns: list[dict[str, Any]]) -> np.
 
 def _write_shard(out: Path, index: int, rows: np.ndarray) -> dict[str, Any]:
     name = f"shard-{index:05d}.bin"
-    np.ascontiguousarray(rows).tofile(out / name)
-    return {"file": name, "rows": len(rows)}
+    rows = np.ascontiguousarray(rows)
+    rows.tofile(out / name)
+    return {"file": name, "rows": len(rows), "sha256": hashlib.sha256(rows.data).hexdigest()}
+
+
+def _digest(columns: list[dict[str, Any]], shards: list[dict[str, Any]]) -> str:
+    """The data's content hash: its layout and its shards' hashes, in order."""
+    text = json.dumps([columns, [s["sha256"] for s in shards]], sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()

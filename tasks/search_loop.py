@@ -144,7 +144,11 @@ def search_loop(
     master = Master(
         spec=spec,
         strategy=strategy,
-        cache=ScoreCache(client, code_hash=env.code_hash),
+        cache=ScoreCache(
+            client,
+            code_hash=env.code_hash,
+            data_hash=resources.data.fingerprint() if resources.data is not None else None,
+        ),
         dispatcher=dispatcher,
         store=store,
         state=state,

@@ -1,7 +1,8 @@
-"""The score cache (paper V-E): scores in Redis, keyed by code base and configuration.
+"""The score cache (paper V-E): scores in Redis, keyed by code base, data and configuration.
 
-A configuration already scored with the same code base is answered from the cache instead of
-being trained again. Only completed trials are cached; failures are not.
+A configuration already scored with the same code base (and, for a job with a ``data``
+section, the same data batched the same way) is answered from the cache instead of being
+trained again. Only completed trials are cached; failures are not.
 
 Example:
     >>> cache = ScoreCache(redis_client, code_hash="abc")          # doctest: +SKIP
@@ -22,17 +23,26 @@ __all__ = ["ScoreCache"]
 
 
 class ScoreCache:
-    """Scores of configurations, one Redis hash per code base.
+    """Scores of configurations, one Redis hash per code base (and data).
 
     Args:
         client: a ``redis.Redis`` client.
-        code_hash: the content hash of the code base (and later of the data).
+        code_hash: the content hash of the code base.
+        data_hash: the data service's fingerprint (``DataServiceHandle.fingerprint()``), or
+            ``None`` for a job without streamed data.
         namespace: key prefix.
     """
 
-    def __init__(self, client: Any, *, code_hash: str, namespace: str = "ultron") -> None:
+    def __init__(
+        self,
+        client: Any,
+        *,
+        code_hash: str,
+        data_hash: str | None = None,
+        namespace: str = "ultron",
+    ) -> None:
         self.client = client
-        self.key = f"{namespace}:cache:{code_hash}"
+        self.key = f"{namespace}:cache:{code_hash}" + (f":data:{data_hash}" if data_hash else "")
 
     def get_many(self, configs: Sequence[Config]) -> list[dict[str, Any] | None]:
         """The cached entries of ``configs`` (``None`` where absent), in one round trip."""

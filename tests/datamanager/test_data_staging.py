@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from datamanager.errors import DataServiceError, DataValidationError
+from datamanager.service import DataServiceHandle
 from datamanager.spec import DataSpec
 from datamanager.staging import stage
 
@@ -58,3 +59,17 @@ def test_strings_are_refused_with_a_fix(tmp_path: Path) -> None:
     np.savez(tmp_path / "s.npz", name=np.array(["a", "b"]))
     with pytest.raises(DataServiceError, match=r"'name'.*Fix"):
         stage(DataSpec(url="s.npz"), base_dir=tmp_path, out_dir=tmp_path / "out")
+
+
+def test_the_data_fingerprint_follows_content_and_batching(tmp_path: Path) -> None:
+    def fingerprint(y: np.ndarray, **fields: object) -> str:
+        np.savez(tmp_path / "d.npz", x=np.ones((len(y), 2), "float32"), y=y)
+        spec = DataSpec(url="d.npz", **fields)  # type: ignore[arg-type]
+        manifest = stage(spec, base_dir=tmp_path, out_dir=tmp_path / "out")
+        return DataServiceHandle("grpc://localhost:1", manifest, spec).fingerprint()
+
+    first = fingerprint(np.arange(10))
+    assert fingerprint(np.arange(10)) == first  # the same data, staged again
+    assert fingerprint(np.arange(10), placement="service") == first  # where it runs: no matter
+    assert fingerprint(np.arange(1, 11)) != first  # other values
+    assert fingerprint(np.arange(10), batch_size=5) != first  # other batches

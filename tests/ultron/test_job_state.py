@@ -56,3 +56,12 @@ def test_score_cache_answers_equal_configurations(redis_url: str) -> None:
     assert len(cache) == 1
     other = ScoreCache(redis.Redis.from_url(redis_url), code_hash=uuid.uuid4().hex)
     assert other.get_many([{"a": 1.5, "b": 2}]) == [None]  # another code base, another cache
+
+
+def test_score_cache_of_other_data_is_another_cache(redis_url: str) -> None:
+    code = uuid.uuid4().hex
+    client = redis.Redis.from_url(redis_url)
+    ScoreCache(client, code_hash=code, data_hash="aaaa").put({"a": 1}, {"score": 1.0})
+    assert ScoreCache(client, code_hash=code, data_hash="aaaa").get_many([{"a": 1}]) != [None]
+    assert ScoreCache(client, code_hash=code, data_hash="bbbb").get_many([{"a": 1}]) == [None]
+    assert ScoreCache(client, code_hash=code).get_many([{"a": 1}]) == [None]
