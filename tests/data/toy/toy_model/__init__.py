@@ -149,7 +149,7 @@ class Streamer:
             with ultron.data.batches(epoch=epoch, framework="numpy") as stream:
                 for batch in stream:
                     ids.extend(int(i) for i in batch["id"])
-                    time.sleep(0.01)  # a training step
+                    time.sleep(0.05)  # a training step (long enough for the trials to overlap)
             _log(
                 x=float(hyperparameters["x"]), epoch=epoch, ids=ids, start=started, end=time.time()
             )
