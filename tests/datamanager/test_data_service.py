@@ -192,3 +192,21 @@ def test_two_workers_share_each_epoch_out(dataset_dir: Path, tmp_path: Path) -> 
         for ids, _ in read_epochs(handle.trial_config(), [0, 1]):
             assert sorted(ids.tolist()) == list(range(handle.manifest["rows"]))
         ultron.data.set_service(None)
+
+
+@pytest.mark.parametrize("framework", ["torch", "tf", "numpy"])
+def test_batches_come_as_the_framework_asks(service: DataServiceHandle, framework: str) -> None:
+    import tensorflow as tf
+    import torch
+
+    kind = {"torch": torch.Tensor, "tf": tf.Tensor, "numpy": np.ndarray}[framework]
+    ultron.data.set_service(service.trial_config(), seed=2)
+    try:
+        with ultron.data.batches(framework=framework) as stream:  # type: ignore[arg-type]
+            batches = list(stream)
+    finally:
+        ultron.data.set_service(None)
+    assert all(isinstance(b["x"], kind) and isinstance(b["y"], kind) for b in batches)
+    ids = np.concatenate([np.asarray(b["y"]) for b in batches])
+    assert sorted(ids.tolist()) == list(range(service.manifest["rows"]))
+    assert tuple(batches[0]["x"].shape) == (service.spec.batch_size, 4, 4, 3)
