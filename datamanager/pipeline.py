@@ -1,8 +1,9 @@
 """The tf.data pipeline a trial registers with the service: read, shuffle, batch, augment.
 
 The pipeline is built in the trial process (it knows its seed and hyper-parameters) and runs in
-the service's workers, so it holds graph ops only: ``tf.py_function`` and
-``Dataset.from_generator`` cannot cross into the worker's process.
+a worker of the service (the trial process's own with ``placement: colocated``); it reaches the
+worker as a serialized graph through the dispatcher, so it holds graph ops only:
+``tf.py_function`` and ``Dataset.from_generator`` cannot be serialized.
 
 Order of operations: the staged shards are shuffled, read a few at a time, the examples go
 through a shuffle buffer, are batched and decoded into a ``dict`` of column -> tensor with a

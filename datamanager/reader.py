@@ -8,12 +8,8 @@ epoch's first batches wait in the queue while the training loop validates. Betwe
 reader waits here (:func:`checkin`) until the trial asks for the next epoch (:func:`checkout`);
 asking for another epoch, another seed or other settings starts a new reader.
 
-With ``placement: colocated`` (the default) the trial process runs a tf.data service worker of
-the job's dispatcher (:func:`colocated_worker`, started on first use and kept for the
-process's next trials) and reads only from it (``target_workers="LOCAL"``): the pipeline runs
-on this process's CPU threads and the batches come through memory, not gRPC. The dispatcher
-gives every job a task on every worker, but a worker starts a task only when a client reads
-from it, so another trial's worker does no work for this trial.
+With ``placement: colocated`` (the default) a reader holds this process's worker of the job's
+service (:mod:`datamanager.colocated`) while it reads, and reads only from it.
 
 Importing this module loads neither TensorFlow nor PyTorch.
 
@@ -29,15 +25,9 @@ import queue
 import threading
 from typing import Any
 
-__all__ = [
-    "END",
-    "EpochReader",
-    "checkin",
-    "checkout",
-    "close_idle",
-    "colocated_worker",
-    "stop_colocated_workers",
-]
+from datamanager import colocated
+
+__all__ = ["END", "EpochReader", "checkin", "checkout", "close_idle"]
 
 
 class _End:
@@ -52,7 +42,6 @@ _EPOCHS_PER_JOB = 1024  # epochs one service job covers; a trial that reads more
 _lock = threading.Lock()
 _idle: dict[str, EpochReader] = {}
 _generation = [0]  # close_idle() bumps it: readers of an older generation are not kept
-_workers: dict[str, Any] = {}  # dispatcher address -> this process's worker of it
 
 
 class EpochReader:
@@ -79,6 +68,7 @@ class EpochReader:
         from datamanager.pipeline import epoch_length, load_function
 
         self.key = key
+        self.service = colocated.service_key(config)
         self.generation = _generation[0]
         self.next_epoch = first_epoch
         # With dynamic sharding several workers would interleave epochs: one job per epoch,
@@ -100,16 +90,22 @@ class EpochReader:
                 hyperparameters=hyperparameters,
             )
         )
-        self._dataset = _distributed_dataset(
-            config,
-            first_epoch=first_epoch,
-            epochs=epochs,
-            seed=seed,
-            pipeline=pipeline,
-            hyperparameters=hyperparameters,
-            batch_size=size,
-        )
         self._convert = _converter(framework)
+        # colocated: this process's worker, held until the thread is done with it
+        self._worker = colocated.acquire(config) if _colocated(config) else None
+        try:
+            self._dataset = _distributed_dataset(
+                config,
+                first_epoch=first_epoch,
+                epochs=epochs,
+                seed=seed,
+                pipeline=pipeline,
+                hyperparameters=hyperparameters,
+                batch_size=size,
+            )
+        except BaseException:
+            self._release()
+            raise
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=int(config.get("prefetch", 4)))
         self._held: list[Any] = []
         self._stop = threading.Event()
@@ -146,6 +142,13 @@ class EpochReader:
             self._put(END)
         except Exception as exc:  # handed to the training loop, which raises it
             self._put(exc)
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        if self._worker is not None:
+            colocated.release(self._worker)
+            self._worker = None
 
     def _put(self, item: Any) -> bool:
         while not self._stop.is_set():
@@ -184,24 +187,19 @@ def checkin(reader: EpochReader) -> None:
         old.close()
 
 
-def close_idle(*, timeout: float = 10.0) -> None:
-    """Close the readers kept between epochs (set_service and interpreter exit call it)."""
+def close_idle(*, service: str | None = None, timeout: float = 10.0) -> None:
+    """Close the readers kept between epochs: of one service, or (``None``) all of them.
+
+    ``set_service`` and interpreter exit close them all; a service that stops, its own.
+    """
     with _lock:
-        _generation[0] += 1
-        readers = list(_idle.values())
-        _idle.clear()
+        if service is None:
+            _generation[0] += 1
+        readers = [r for r in _idle.values() if service is None or r.service == service]
+        for reader in readers:
+            _idle.pop(reader.key)
     for reader in readers:
         reader.close(timeout=timeout)
-
-
-def stop_colocated_workers(dispatcher: str | None = None) -> None:
-    """Close the idle readers and stop this process's worker of ``dispatcher`` (None: all)."""
-    close_idle()
-    with _lock:
-        addresses = [a for a in _workers if dispatcher is None or a == dispatcher]
-        stopping = [_workers.pop(address) for address in addresses]
-    for worker in stopping:
-        worker.stop()
 
 
 # At exit the threads are daemons; a reader of a service already gone may be stuck in a read.
@@ -235,44 +233,23 @@ def _distributed_dataset(
         hyperparameters=hyperparameters,
         sharded=sharded,
     )
-    colocated = config.get("placement", "service") == "colocated"
-    if colocated:
-        colocated_worker(config["dispatcher"])
+    local = _colocated(config)
+    compress = not local and config.get("compression", "none") != "none"  # nothing to send
     policy = tf.data.experimental.service.ShardingPolicy
-    sharding = policy.DYNAMIC if sharded else policy.OFF
     return dataset.apply(
         tf.data.experimental.service.distribute(
-            processing_mode=sharding,
+            processing_mode=policy.DYNAMIC if sharded else policy.OFF,
             service=config["dispatcher"],
             job_name=None,
-            compression=None if config.get("compression", "none") == "none" else "AUTO",
-            target_workers="LOCAL" if colocated else "AUTO",
+            compression="AUTO" if compress else None,
+            target_workers="LOCAL" if local else "AUTO",
         )
     )
 
 
-def colocated_worker(dispatcher: str) -> Any:
-    """This process's tf.data service worker of ``dispatcher``, started on first use.
-
-    It stays up for the process's next trials of the same job; asking for another
-    dispatcher (another job's service) stops the old worker first.
-    """
-    from datamanager.pipeline import import_tensorflow
-
-    with _lock:
-        worker = _workers.get(dispatcher)
-        if worker is not None:
-            return worker
-        for old in _workers.values():
-            old.stop()
-        _workers.clear()
-        svc = import_tensorflow().data.experimental.service
-        address = dispatcher.split("://", 1)[-1]
-        worker = svc.WorkerServer(
-            svc.WorkerConfig(dispatcher_address=address, worker_address="localhost:%port%", port=0)
-        )
-        _workers[dispatcher] = worker
-        return worker
+def _colocated(config: dict[str, Any]) -> bool:
+    """Whether the trial reads from its own worker (the spec's default placement)."""
+    return config.get("placement", "colocated") == "colocated"
 
 
 def _converter(framework: str) -> Any:

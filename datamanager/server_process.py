@@ -1,6 +1,7 @@
 """The data service's own process: ``python -m datamanager.server_process CONFIG_JSON``.
 
-It stages the data, starts the dispatcher and the workers, writes ``service.json`` (address,
+It stages the data, starts the dispatcher and the service's own workers (none with
+``placement: colocated``: each trial process runs one), writes ``service.json`` (address,
 manifest path) into the work folder, and runs until its stdin closes: the job closes it in
 ``finalize``, and the operating system closes it when the job's process dies, so the service
 never outlives its job. SIGTERM stops it the same way.

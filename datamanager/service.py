@@ -2,13 +2,14 @@
 
 The flow starts one service per job with :func:`start_data_service` and stops it in
 ``finalize`` with :meth:`DataServiceHandle.stop`. By default the service runs in a child
-process of the job (it stages the data, starts the dispatcher and the workers, and exits when
-the job closes its stdin or dies), so TensorFlow never loads into the flow's process and
-nothing outlives the job. ``in_process=True`` runs it in the calling process (tests).
+process of the job (it stages the data, starts the dispatcher and its own workers, if any, and
+exits when the job closes its stdin or dies), so TensorFlow never loads into the flow's process
+and the service never outlives the job (the trial processes' workers end with those processes,
+which end with the job's cluster). ``in_process=True`` runs it in the calling process (tests).
 
 Where the workers run is the spec's ``data.placement``. ``colocated`` (the default): the
 service process runs the dispatcher alone and each trial process starts a worker of it on
-first use (:mod:`datamanager.reader`) and reads from that worker in process, as the paper
+first use (:mod:`datamanager.colocated`) and reads from that worker in process, as the paper
 puts it "on CPU threads next to the training"; the batches never cross a socket.
 ``service``: the service process also runs ``data.workers`` workers and the trials read
 from them over gRPC.
@@ -33,6 +34,7 @@ import os
 import subprocess
 import sys
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -103,18 +105,22 @@ class DataServiceHandle:
         manifest: the staged data (see :mod:`datamanager.staging`).
         spec: the job's ``data`` section.
         seed: the job seed; a trial without a seed of its own uses it.
+        service_id: names this service (the trials' colocated workers are keyed by it: a
+            later service may get the same address).
     """
 
     dispatcher_address: str
     manifest: dict[str, Any]
     spec: DataSpec
     seed: int = 0
+    service_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     _process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
     _local: LocalDataService | None = field(default=None, repr=False)
 
     def trial_config(self) -> dict[str, Any]:
         """What a trial needs to read from the service; JSON-able, for the trial request."""
         return {
+            "service": self.service_id,
             "dispatcher": self.dispatcher_address,
             "manifest": self.manifest,
             "batch_size": self.spec.batch_size,
@@ -131,14 +137,19 @@ class DataServiceHandle:
     def fingerprint(self) -> str:
         """What the trials' batches depend on: the data's content and how it is batched.
 
-        Two jobs with the same fingerprint (and code) feed a configuration the same batches;
-        the score cache keys on it. Where the workers run, and what is validated, do not count.
+        The score cache keys on it (next to the code's hash): a configuration scored on
+        other data, or on other batches of it, is trained anew. Where the workers run and
+        what is validated do not count; how many workers share an epoch out does.
         """
         shaping = self.spec.model_dump(
             mode="json",
             include={"format", "features", "batch_size", "drop_remainder", "shuffle_buffer"},
         )
-        shaping |= {"pipeline": self.spec.pipeline, "shard_rows": self.spec.shard_rows}
+        shaping |= {
+            "pipeline": self.spec.pipeline,
+            "shard_rows": self.spec.shard_rows,
+            "sharding": self.trial_config()["sharding"],
+        }
         text = json.dumps([self.manifest.get("sha256"), shaping], sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -161,11 +172,13 @@ class DataServiceHandle:
     def stop(self, *, timeout: float = 20.0) -> None:
         """Stop the dispatcher and the workers; safe to call more than once.
 
-        A worker this process runs for its own trials (``placement: colocated``) stops too.
+        This process's own worker of it (``placement: colocated``) stops too, after the idle
+        readers of it; the workers of trial processes end with their processes.
         """
-        from datamanager.reader import stop_colocated_workers
+        from datamanager import colocated, reader
 
-        stop_colocated_workers(self.dispatcher_address)
+        reader.close_idle(service=self.service_id)
+        colocated.stop(self.service_id)
         if self._local is not None:
             self._local.stop()
             self._local = None

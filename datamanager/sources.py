@@ -25,15 +25,15 @@ from typing import Any
 import numpy as np
 
 from datamanager.errors import DataServiceError, DataValidationError, ExpectationFailure
-from datamanager.spec import DataSpec
+from datamanager.spec import SUFFIX_FORMATS, DataSpec
 
 __all__ = ["data_files", "read_chunks", "resolve_url"]
 
 _SUFFIXES = {
-    "numpy": (".npz",),
-    "parquet": (".parquet", ".pq"),
-    "tfrecord": (".tfrecord", ".tfrecords"),
+    fmt: tuple(suffix for suffix, of in SUFFIX_FORMATS.items() if of == fmt and suffix != ".npy")
+    for fmt in set(SUFFIX_FORMATS.values())
 }
+_MAX_RECORD_BYTES = 1 << 31  # a longer TFRecord "record" is a file that is not TFRecord
 
 
 def resolve_url(url: str, *, base_dir: str | Path) -> str:
@@ -143,28 +143,46 @@ def _parquet_chunks(fs: Any, name: str, spec: DataSpec) -> Iterator[dict[str, np
     with fs.open(name, "rb") as handle:
         parquet = pq.ParquetFile(handle)
         for batch in parquet.iter_batches(batch_size=spec.shard_rows):
-            yield {col: _column(batch.column(col)) for col in batch.schema.names}
+            yield {col: _column(batch.column(col), name, col) for col in batch.schema.names}
 
 
-def _column(column: Any) -> np.ndarray:
+def _column(column: Any, name: str, col: str) -> np.ndarray:
     """A pyarrow column as NumPy: scalars as they are, lists of equal length stacked.
 
-    A list column keeps its value type (float32 stays float32); lists of unequal length, or
-    missing lists, go the slow way and fail in ``np.stack`` with the lengths in the message.
+    A list column keeps its value type (float32 stays float32), nested lists too.
+
+    Raises:
+        DataValidationError: a missing list, or lists of different lengths.
     """
     import pyarrow as pa
     import pyarrow.compute as pc
 
     if not (pa.types.is_list(column.type) or pa.types.is_fixed_size_list(column.type)):
         return column.to_numpy(zero_copy_only=False)
-    flat_type = column.type.value_type
-    if len(column) and column.null_count == 0 and not pa.types.is_nested(flat_type):
-        lengths = pc.list_value_length(column).to_numpy(zero_copy_only=False)
-        if (lengths == lengths[0]).all():
-            flat = column.flatten().to_numpy(zero_copy_only=False)
-            return flat.reshape(len(column), int(lengths[0]))
-    values = [np.asarray(v, dtype=flat_type.to_pandas_dtype()) for v in column.to_pylist()]
-    return np.stack(values) if values else np.zeros((0,), dtype=flat_type.to_pandas_dtype())
+    leaf = column.type.value_type
+    while pa.types.is_list(leaf) or pa.types.is_fixed_size_list(leaf):
+        leaf = leaf.value_type
+    dtype = leaf.to_pandas_dtype()
+    if not len(column):
+        return np.zeros((0,), dtype=dtype)
+    lengths = pc.list_value_length(column).to_numpy(zero_copy_only=False)
+    if column.null_count or len(set(lengths.tolist())) > 1:
+        seen = sorted({int(n) for n in lengths if n == n})  # NaN: a missing list
+        raise DataValidationError(
+            name,
+            [
+                ExpectationFailure(
+                    "a list column has one list of one length per example",
+                    col,
+                    f"{column.null_count} missing list(s), lengths {seen[:10]}",
+                    "pad or cut the lists to one length, and fill the missing ones",
+                )
+            ],
+        )
+    if pa.types.is_nested(column.type.value_type):
+        return np.stack([np.asarray(v, dtype=dtype) for v in column.to_pylist()])
+    flat = column.flatten().to_numpy(zero_copy_only=False)
+    return flat.reshape(len(column), int(lengths[0]))
 
 
 def _tfrecord_chunks(fs: Any, name: str, spec: DataSpec) -> Iterator[dict[str, np.ndarray]]:
@@ -193,12 +211,13 @@ def _tfrecords(handle: Any, *, name: str) -> Iterator[bytes]:
     """The records of a TFRecord stream (length, its CRC, data, its CRC); CRCs not checked."""
     while header := handle.read(12):
         length = struct.unpack("<Q", header[:8])[0] if len(header) == 12 else -1
+        length = -1 if length > _MAX_RECORD_BYTES else length
         data = handle.read(length) if length >= 0 else b""
         handle.read(4)
         if length < 0 or len(data) < length:
             raise DataServiceError(
-                f"data.url: {name} is not a whole TFRecord file (a record is cut short). "
-                "Rule: TFRecord files, uncompressed or GZIP. Fix: rewrite the file, or "
-                "decompress a ZLIB one"
+                f"data.url: {name} is not a whole TFRecord file (a record is cut short or "
+                "its length is impossible). Rule: TFRecord files, uncompressed or GZIP. "
+                "Fix: rewrite the file, or decompress a ZLIB one"
             )
         yield data

@@ -18,11 +18,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-__all__ = ["DataSpec", "Expectation", "FeatureSpec"]
+__all__ = ["SUFFIX_FORMATS", "DataSpec", "Expectation", "FeatureSpec"]
 
 _FUNCTION_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 _DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool")
-_SUFFIX_FORMATS = {
+SUFFIX_FORMATS = {
     ".npz": "numpy",
     ".npy": "numpy",
     ".parquet": "parquet",
@@ -153,7 +153,8 @@ class DataSpec(_Strict):
         "runs a worker of the job's dispatcher and reads from it in process, on CPU threads "
         "next to the training (no RPC, no copy of the batches). service: the service's own "
         "workers (see workers) make the batches and send them to the trials over gRPC, which "
-        "leaves the trial's CPU to the training.",
+        "leaves the trial's CPU to the training. Colocated workers read the staged data on the "
+        "job's machine: trials on other machines need ULTRON_HOME on a shared file system.",
     )
     workers: int = Field(
         default=1,
@@ -163,8 +164,9 @@ class DataSpec(_Strict):
     )
     compression: Literal["none", "auto"] = Field(
         default="none",
-        description="How batches travel from the workers: none (fastest on one machine or a "
-        "fast network; images hardly compress) or auto (snappy).",
+        description="placement service only: how batches travel from the workers over gRPC: "
+        "none (fastest on one machine or a fast network; images hardly compress) or auto "
+        "(snappy). Colocated workers hand batches over in memory, uncompressed.",
     )
     prefetch: int = Field(
         default=4, ge=1, description="Batches the trial's training batch queue holds."
@@ -222,7 +224,7 @@ class DataSpec(_Strict):
         if self.format != "auto":
             return self.format
         name = self.url.rstrip("/").lower()
-        for suffix, fmt in _SUFFIX_FORMATS.items():
+        for suffix, fmt in SUFFIX_FORMATS.items():
             if name.endswith(suffix) or name.endswith(suffix + "*"):
                 return fmt
         return None

@@ -1,8 +1,8 @@
-"""Staging: the job's data copied once into shards of fixed-length records next to the service.
+"""Staging: the job's data copied once into shards of fixed-length records on the job's machine.
 
 TensorFlow cannot read ``s3://`` or Parquet by itself, and a tf.data service worker runs only
-graph ops (no Python functions: it lives in another process than the trial that registers
-the pipeline). So the service's process reads the data once through fsspec and writes it
+graph ops (no Python functions: the pipeline reaches it as a serialized graph through the
+dispatcher). So the service's process reads the data once through fsspec and writes it
 into shards of fixed-length records (each record one example, its columns' raw bytes one
 after the other), which ``tf.data.FixedLengthRecordDataset`` reads at full speed. The
 manifest says where each column lies in a record, and its ``sha256`` (of the layout and the

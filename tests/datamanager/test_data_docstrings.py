@@ -8,11 +8,13 @@ from types import ModuleType
 import pytest
 
 import ultron.data
-from datamanager import errors, pipeline, reader, service, sources, spec, staging
+from datamanager import colocated, errors, pipeline, reader, service, sources, spec, staging
 
 
 @pytest.mark.parametrize(
-    "module", [errors, pipeline, reader, service, sources, spec, staging, ultron.data], ids=str
+    "module",
+    [colocated, errors, pipeline, reader, service, sources, spec, staging, ultron.data],
+    ids=str,
 )
 def test_docstring_examples_run(module: ModuleType) -> None:
     result = doctest.testmod(module)

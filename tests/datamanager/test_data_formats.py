@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import ultron.data
-from datamanager import DataServiceError, DataSpec, start_data_service
+from datamanager import DataServiceError, DataSpec, DataValidationError, start_data_service
 from datamanager.sources import read_chunks
 
 tf = pytest.importorskip("tensorflow")
@@ -173,3 +173,50 @@ def test_glob_of_npz_files_is_served_whole(tmp_path: Path) -> None:
     assert spec.resolved_format() == "numpy"
     batches = _read_epoch(spec, base_dir=tmp_path, work_dir=tmp_path / "service")
     _assert_epoch_is(batches, written)
+
+
+def test_parquet_nested_lists_keep_their_type(tmp_path: Path) -> None:
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    x = np.arange(12, dtype=np.float32).reshape(3, 2, 2)
+    column = pa.array(x.tolist(), type=pa.list_(pa.list_(pa.float32())))
+    pq.write_table(pa.table({"x": column, "y": [0, 1, 2]}), tmp_path / "d.parquet")
+    (chunk,) = read_chunks(_spec("d.parquet"), base_dir=tmp_path)
+    assert chunk["x"].dtype == np.float32
+    np.testing.assert_array_equal(chunk["x"], x)
+
+
+@pytest.mark.parametrize(
+    ("lists", "observed"),
+    [([[1.0], [2.0, 3.0]], "lengths [1, 2]"), ([[1.0], None], "1 missing list(s)")],
+)
+def test_parquet_lists_of_other_lengths_are_named(
+    tmp_path: Path, lists: list[Any], observed: str
+) -> None:
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    pq.write_table(pa.table({"x": lists, "y": [0, 1]}), tmp_path / "d.parquet")
+    with pytest.raises(DataValidationError) as info:
+        list(read_chunks(_spec("d.parquet"), base_dir=tmp_path))
+    (failure,) = info.value.failures
+    assert failure.column == "x" and observed in failure.observed and failure.fix
+
+
+def test_a_zlib_tfrecord_is_refused_with_the_fix(tmp_path: Path) -> None:
+    options = tf.io.TFRecordOptions(compression_type="ZLIB")
+    with tf.io.TFRecordWriter(str(tmp_path / "z.tfrecord"), options) as writer:
+        writer.write(b"x" * 100)
+    with pytest.raises(DataServiceError) as info:
+        list(read_chunks(_spec("z.tfrecord", features=FEATURES), base_dir=tmp_path))
+    assert "z.tfrecord" in str(info.value) and "ZLIB" in str(info.value)
+
+
+def test_a_folder_of_gzip_tfrecords_is_found(tmp_path: Path) -> None:
+    written = _examples(rows=4)
+    _write_tfrecord(tmp_path / "plain.tfrecord", written)
+    (tmp_path / "folder").mkdir()
+    with gzip.open(tmp_path / "folder" / "part.tfrecord.gz", "wb") as out:
+        out.write((tmp_path / "plain.tfrecord").read_bytes())
+    spec = _spec("folder", format="tfrecord", features=FEATURES)
+    (chunk,) = read_chunks(spec, base_dir=tmp_path)
+    assert sorted(chunk["id"].tolist()) == sorted(written.id.tolist())

@@ -12,7 +12,7 @@ import pytest
 from datamanager_fixtures import dataset_dir_fixture, service_fixture  # noqa: F401
 
 import ultron.data
-from datamanager import DataServiceHandle, DataSpec, reader, start_data_service
+from datamanager import DataServiceError, DataServiceHandle, DataSpec, colocated, start_data_service
 
 pytest.importorskip("tensorflow")
 pytest.importorskip("torch")
@@ -113,7 +113,7 @@ def test_service_in_its_own_process_serves_and_stops_clean(
         ids, _, _ = read_epoch(handle.trial_config())
         assert sorted(ids.tolist()) == list(range(handle.manifest["rows"]))
         # colocated: the batches came from this process's own worker (the service has none)
-        assert (handle.dispatcher_address in reader._workers) == (placement == "colocated")
+        assert colocated.running(handle.service_id) == (placement == "colocated")
     finally:
         ultron.data.set_service(None)  # the trial ends before the job stops the service
         process = handle._process
@@ -121,7 +121,7 @@ def test_service_in_its_own_process_serves_and_stops_clean(
     assert process is not None and process.returncode == 0
     assert not handle.running
     assert not _port_open(handle.dispatcher_address)
-    assert handle.dispatcher_address not in reader._workers  # stopped with the service
+    assert not colocated.running(handle.service_id)  # stopped with the service
 
 
 def read_epochs(config: dict[str, Any], epochs: list[int], **kwargs: Any) -> list[Any]:
@@ -210,3 +210,12 @@ def test_batches_come_as_the_framework_asks(service: DataServiceHandle, framewor
     ids = np.concatenate([np.asarray(b["y"]) for b in batches])
     assert sorted(ids.tolist()) == list(range(service.manifest["rows"]))
     assert tuple(batches[0]["x"].shape) == (service.spec.batch_size, 4, 4, 3)
+
+
+def test_a_colocated_worker_needs_the_data_and_the_dispatcher(tmp_path: Path) -> None:
+    config = {"service": "gone", "dispatcher": "grpc://localhost:1", "manifest": {"root": "/no"}}
+    with pytest.raises(DataServiceError, match="placement: service"):
+        colocated.acquire(config)  # the staged data is not on this machine
+    with pytest.raises(DataServiceError, match="cannot be reached"):
+        colocated.acquire({**config, "manifest": {"root": str(tmp_path)}})  # nothing on port 1
+    assert not colocated.running("gone")
