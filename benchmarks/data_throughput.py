@@ -1,6 +1,6 @@
 """Batches per second into torch tensors: the data service, a local tf.data pipeline, a DataLoader.
 
-``python -m benchmarks.data_throughput [--epochs 10] [--step-epochs 3] [--batches 40] [--rounds 5]
+``python -m benchmarks.data_throughput [--epochs 20] [--step-epochs 3] [--batches 40] [--rounds 5]
 [--step-ms 30]``
 
 All three read the same 256 x 32 x 32 x 3 float32 batches with the same small augmentation (a
@@ -206,7 +206,7 @@ def loader_epochs(path: Path) -> Callable[[int], Iterable[Any]]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--epochs", type=int, default=10, help="epochs measured for batches/s")
+    parser.add_argument("--epochs", type=int, default=20, help="epochs measured for batches/s")
     parser.add_argument(
         "--step-epochs", type=int, default=3, help="epochs measured with the training step"
     )
