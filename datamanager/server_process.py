@@ -4,7 +4,9 @@ It stages the data, starts the dispatcher and the service's own workers (none wi
 ``placement: colocated``: each trial process runs one), writes ``service.json`` (address,
 manifest path) into the work folder, and runs until its stdin closes: the job closes it in
 ``finalize``, and the operating system closes it when the job's process dies, so the service
-never outlives its job. SIGTERM stops it the same way.
+never outlives its job. SIGTERM stops it the same way. Started again after a crash (with
+``restart`` and the old ``port`` in the config), it keeps the staged data and its dispatcher
+takes up its journal.
 """
 
 from __future__ import annotations
@@ -29,8 +31,17 @@ def main(argv: list[str]) -> int:
     config: dict[str, Any] = json.loads(argv[0])
     spec = DataSpec.model_validate(config["spec"])
     work = Path(config["work_dir"])
-    manifest = stage(spec, base_dir=config["base_dir"], out_dir=work / "staged")
-    service = LocalDataService(workers=service_workers(spec), host=spec.host, port=spec.port)
+    staged = work / "staged" / MANIFEST_NAME
+    if config.get("restart") and staged.exists():  # started again: the job keeps its data
+        manifest = json.loads(staged.read_text())
+    else:
+        manifest = stage(spec, base_dir=config["base_dir"], out_dir=work / "staged")
+    service = LocalDataService(
+        workers=service_workers(spec),
+        host=spec.host,
+        port=int(config.get("port", spec.port)),
+        journal=work / "journal",
+    )
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
     threading.Thread(target=_wait_for_eof, args=(done,), daemon=True).start()

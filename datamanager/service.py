@@ -31,8 +31,10 @@ import hashlib
 import json
 import logging
 import os
+import shutil
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -49,6 +51,8 @@ logger = logging.getLogger(__name__)
 
 READY_FILE = "service.json"
 JOB_GC_S = 30.0  # a trial's job outlives its reader this long (the dispatcher's GC timeout)
+WATCH_S = 1.0  # how often the job looks whether the service's process is alive
+MAX_RESTARTS = 3
 ENV_VAR = "ULTRON_DATA_SERVICE"
 
 
@@ -56,7 +60,9 @@ class LocalDataService:
     """A tf.data service dispatcher and ``workers`` workers (perhaps none) in this process.
 
     The dispatcher forgets a trial's job (and its workers drop the job's task, shuffle buffer
-    and all) ``JOB_GC_S`` seconds after the trial's reader is gone.
+    and all) ``JOB_GC_S`` seconds after the trial's reader is gone. With a ``journal`` folder
+    it is fault tolerant: it writes its state there, and a dispatcher started again on the same
+    port with the same journal carries on with the same jobs (readers and workers reconnect).
 
     Example:
         >>> service = LocalDataService(workers=1)       # doctest: +SKIP
@@ -65,12 +71,21 @@ class LocalDataService:
         >>> service.stop()                              # doctest: +SKIP
     """
 
-    def __init__(self, *, workers: int = 1, host: str = "localhost", port: int = 0) -> None:
+    def __init__(
+        self,
+        *,
+        workers: int = 1,
+        host: str = "localhost",
+        port: int = 0,
+        journal: str | Path | None = None,
+    ) -> None:
         tf = import_tensorflow()
         svc = tf.data.experimental.service
         self._dispatcher = svc.DispatchServer(
             svc.DispatcherConfig(
                 port=port,
+                work_dir=str(journal) if journal is not None else None,
+                fault_tolerant_mode=journal is not None,
                 job_gc_check_interval_ms=int(JOB_GC_S * 1000) // 2,
                 job_gc_timeout_ms=int(JOB_GC_S * 1000),
             )
@@ -114,7 +129,7 @@ class DataServiceHandle:
     spec: DataSpec
     seed: int = 0
     service_id: str = field(default_factory=lambda: uuid.uuid4().hex)
-    _process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    _child: _ServiceProcess | None = field(default=None, repr=False)
     _local: LocalDataService | None = field(default=None, repr=False)
 
     def trial_config(self) -> dict[str, Any]:
@@ -165,9 +180,14 @@ class DataServiceHandle:
     @property
     def running(self) -> bool:
         """Whether the service is up (its process alive, or its servers not yet stopped)."""
-        if self._process is not None:
-            return self._process.poll() is None
+        if self._child is not None:
+            return self._child.process.poll() is None
         return self._local is not None
+
+    @property
+    def restarts(self) -> int:
+        """How often the service's process died and was started again."""
+        return self._child.restarts if self._child is not None else 0
 
     def stop(self, *, timeout: float = 20.0) -> None:
         """Stop the dispatcher and the workers; safe to call more than once.
@@ -182,9 +202,9 @@ class DataServiceHandle:
         if self._local is not None:
             self._local.stop()
             self._local = None
-        if self._process is not None:
-            _end_process(self._process, timeout=timeout)
-            self._process = None
+        if self._child is not None:
+            self._child.stop(timeout=timeout)
+            self._child = None
 
     def __enter__(self) -> DataServiceHandle:
         return self
@@ -226,47 +246,105 @@ def start_data_service(
 
     work = Path(work_dir) if work_dir is not None else scratch_dir(job_id) / "data"
     work.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(work / "journal", ignore_errors=True)  # an earlier run's dispatcher state
     if in_process:
         from datamanager.staging import stage
 
         manifest = stage(data_spec, base_dir=base_dir, out_dir=work / "staged")
         local = LocalDataService(
-            workers=service_workers(data_spec), host=data_spec.host, port=data_spec.port
+            workers=service_workers(data_spec),
+            host=data_spec.host,
+            port=data_spec.port,
+            journal=work / "journal",
         )
         return DataServiceHandle(local.address, manifest, data_spec, seed, _local=local)
-    return _start_child(data_spec, seed=seed, base_dir=base_dir, work=work, timeout=startup_timeout)
-
-
-def _start_child(
-    data_spec: DataSpec, *, seed: int, base_dir: str | Path, work: Path, timeout: float
-) -> DataServiceHandle:
-    ready = work / READY_FILE
-    ready.unlink(missing_ok=True)
     config = {
         "spec": data_spec.model_dump(mode="json"),
         "base_dir": str(Path(base_dir).resolve()),
         "work_dir": str(work.resolve()),
     }
-    log_path = work / "service.log"
-    with open(log_path, "ab") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "datamanager.server_process", json.dumps(config)],
-            stdin=subprocess.PIPE,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
-        )
-    deadline = time.monotonic() + timeout
-    while not ready.exists():
-        if process.poll() is not None or time.monotonic() > deadline:
-            _end_process(process, timeout=5)
-            tail = log_path.read_text(errors="replace")[-3000:]
-            raise DataServiceError(f"the data service did not start (log {log_path}):\n{tail}")
-        time.sleep(0.1)
-    info = json.loads(ready.read_text())
+    child = _ServiceProcess(config, work=work, timeout=startup_timeout)
+    info = child.info
     logger.info("data service at %s, %d examples staged", info["address"], info["rows"])
     manifest = json.loads(Path(info["manifest"]).read_text())
-    return DataServiceHandle(info["address"], manifest, data_spec, seed, _process=process)
+    return DataServiceHandle(info["address"], manifest, data_spec, seed, _child=child)
+
+
+class _ServiceProcess:
+    """The service's child process, started again on the same port if it dies.
+
+    Its dispatcher journals its state (fault-tolerant mode), so a dispatcher started again
+    carries on with the trials' jobs: readers keep reading from their workers meanwhile and
+    reconnect, and the staged data is kept. After ``MAX_RESTARTS`` it stays down (trials
+    that start then fail with a clear error).
+    """
+
+    def __init__(self, config: dict[str, Any], *, work: Path, timeout: float) -> None:
+        self.config = config
+        self.work = work
+        self.timeout = timeout
+        self.restarts = 0
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self.process, self.info = self._spawn()
+        self._watcher = threading.Thread(target=self._watch, name="ultron-data-watch", daemon=True)
+        self._watcher.start()
+
+    def stop(self, *, timeout: float) -> None:
+        """Stop watching, then end the process."""
+        self._stopping.set()
+        with self._lock:
+            _end_process(self.process, timeout=timeout)
+        self._watcher.join(timeout=5)
+
+    def _watch(self) -> None:
+        while not self._stopping.wait(WATCH_S):
+            code = self.process.poll()
+            if code is None:
+                continue
+            if self.restarts >= MAX_RESTARTS:
+                logger.error("the data service process exited (code %s); not restarted", code)
+                return
+            self.restarts += 1
+            port = int(self.info["address"].rsplit(":", 1)[1])
+            logger.warning(
+                "the data service process exited (code %s); starting it again on port %d "
+                "(%d of %d)",
+                code,
+                port,
+                self.restarts,
+                MAX_RESTARTS,
+            )
+            self.config = {**self.config, "port": port, "restart": True}
+            with self._lock:
+                if self._stopping.is_set():
+                    return
+                try:
+                    self.process, self.info = self._spawn()
+                except DataServiceError as exc:
+                    logger.error("%s", exc)
+                    return
+
+    def _spawn(self) -> tuple[subprocess.Popen[bytes], dict[str, Any]]:
+        ready = self.work / READY_FILE
+        ready.unlink(missing_ok=True)
+        log_path = self.work / "service.log"
+        with open(log_path, "ab") as log:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "datamanager.server_process", json.dumps(self.config)],
+                stdin=subprocess.PIPE,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
+            )
+        deadline = time.monotonic() + self.timeout
+        while not ready.exists():
+            if process.poll() is not None or time.monotonic() > deadline:
+                _end_process(process, timeout=5)
+                tail = log_path.read_text(errors="replace")[-3000:]
+                raise DataServiceError(f"the data service did not start (log {log_path}):\n{tail}")
+            time.sleep(0.1)
+        return process, json.loads(ready.read_text())
 
 
 def _end_process(process: subprocess.Popen[bytes], *, timeout: float) -> None:

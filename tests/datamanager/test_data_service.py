@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -116,7 +117,8 @@ def test_service_in_its_own_process_serves_and_stops_clean(
         assert colocated.running(handle.service_id) == (placement == "colocated")
     finally:
         ultron.data.set_service(None)  # the trial ends before the job stops the service
-        process = handle._process
+        assert handle._child is not None
+        process = handle._child.process
         handle.stop()
     assert process is not None and process.returncode == 0
     assert not handle.running
@@ -219,3 +221,38 @@ def test_a_colocated_worker_needs_the_data_and_the_dispatcher(tmp_path: Path) ->
     with pytest.raises(DataServiceError, match="cannot be reached"):
         colocated.acquire({**config, "manifest": {"root": str(tmp_path)}})  # nothing on port 1
     assert not colocated.running("gone")
+
+
+@pytest.mark.slow
+def test_a_service_process_that_dies_comes_back_and_trials_read_on(
+    dataset_dir: Path, tmp_path: Path
+) -> None:
+    spec = DataSpec(url="train.npz", batch_size=20, shard_rows=128, shuffle_buffer=200)
+    handle = start_data_service(
+        spec, job_id="test-crash", seed=4, base_dir=dataset_dir, work_dir=tmp_path
+    )
+    rows = handle.manifest["rows"]
+    try:
+        assert handle._child is not None
+        first = handle._child.process
+        ultron.data.set_service(handle.trial_config(), seed=1)
+        ids: list[int] = []
+        with ultron.data.batches(framework="numpy") as stream:
+            for index, batch in enumerate(stream):
+                ids.extend(batch["y"].tolist())
+                if index == 2:
+                    first.kill()  # the dispatcher's process dies in the middle of the epoch
+        assert sorted(ids) == list(range(rows))  # this epoch still whole, each example once
+        for _ in range(600):  # the job starts the service again
+            if handle.restarts and handle.running:
+                break
+            time.sleep(0.1)
+        assert handle.restarts == 1 and handle._child.process.pid != first.pid
+        with ultron.data.batches(framework="numpy", epoch=1) as stream:  # the same reader
+            assert sorted(np.concatenate([b["y"] for b in stream]).tolist()) == list(range(rows))
+        ids, _, _ = read_epoch(handle.trial_config(), seed=2)  # and a new trial
+        assert sorted(ids.tolist()) == list(range(rows))
+    finally:
+        ultron.data.set_service(None)
+        handle.stop()
+    assert not handle.running
