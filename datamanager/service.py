@@ -144,7 +144,7 @@ class DataServiceHandle:
             "pipeline": self.spec.pipeline,
             "prefetch": self.spec.prefetch,
             "placement": self.spec.placement,
-            "sharding": "dynamic" if self.service_workers > 1 else "off",
+            "sharding": self.sharding,
             "compression": self.spec.compression,
             "job_seed": self.seed,
         }
@@ -158,20 +158,28 @@ class DataServiceHandle:
         """
         shaping = self.spec.model_dump(
             mode="json",
-            include={"format", "features", "batch_size", "drop_remainder", "shuffle_buffer"},
+            include={
+                "format",
+                "features",
+                "batch_size",
+                "drop_remainder",
+                "shuffle_buffer",
+                "pipeline",
+                "shard_rows",
+            },
         )
-        shaping |= {
-            "pipeline": self.spec.pipeline,
-            "shard_rows": self.spec.shard_rows,
-            "sharding": self.trial_config()["sharding"],
-        }
-        text = json.dumps([self.manifest.get("sha256"), shaping], sort_keys=True)
+        text = json.dumps([self.manifest.get("sha256"), shaping, self.sharding], sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     @property
     def service_workers(self) -> int:
         """Workers in the service's own process: none when each trial process has its own."""
         return service_workers(self.spec)
+
+    @property
+    def sharding(self) -> str:
+        """``dynamic`` when the service's workers share each epoch out, else ``off``."""
+        return "dynamic" if self.service_workers > 1 else "off"
 
     def env(self) -> dict[str, str]:
         """The same as environment variables (``ULTRON_DATA_SERVICE``: the config as JSON)."""

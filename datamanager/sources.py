@@ -210,11 +210,11 @@ def _tfrecord_chunks(fs: Any, name: str, spec: DataSpec) -> Iterator[dict[str, n
 def _tfrecords(handle: Any, *, name: str) -> Iterator[bytes]:
     """The records of a TFRecord stream (length, its CRC, data, its CRC); CRCs not checked."""
     while header := handle.read(12):
-        length = struct.unpack("<Q", header[:8])[0] if len(header) == 12 else -1
-        length = -1 if length > _MAX_RECORD_BYTES else length
-        data = handle.read(length) if length >= 0 else b""
+        length = struct.unpack("<Q", header[:8])[0] if len(header) == 12 else None
+        whole = length is not None and length <= _MAX_RECORD_BYTES
+        data = handle.read(length) if whole else b""
         handle.read(4)
-        if length < 0 or len(data) < length:
+        if not whole or len(data) != length:
             raise DataServiceError(
                 f"data.url: {name} is not a whole TFRecord file (a record is cut short or "
                 "its length is impossible). Rule: TFRecord files, uncompressed or GZIP. "

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
-from collections.abc import Iterator
+import subprocess
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -111,3 +113,30 @@ def s3_url(s3_endpoint: str, s3_storage_options: dict[str, Any]) -> str:
 
     s3fs.S3FileSystem(**s3_storage_options).mkdir("ultron-test")
     return "s3://ultron-test"
+
+
+@pytest.fixture(scope="session")
+def streaming_make_data() -> Any:
+    """The streaming example's ``make_data.py`` as a module (its ``write`` makes the data)."""
+    path = Path(__file__).resolve().parents[1] / "examples" / "streaming" / "make_data.py"
+    spec = importlib.util.spec_from_file_location("streaming_make_data", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def service_processes() -> Callable[[str], list[str]]:
+    """Lists the data-service processes still running whose arguments hold a given text
+    (their config names their data and work folder)."""
+
+    def running(text: str) -> list[str]:
+        out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+        return [
+            line
+            for line in out.splitlines()
+            if "datamanager.server_process" in line and text in line
+        ]
+
+    return running

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,22 +16,14 @@ from datamanager import DataSpec, DataValidationError, start_data_service, valid
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "streaming"
 
 
-def _make_data() -> Any:
-    spec = importlib.util.spec_from_file_location("streaming_make_data", EXAMPLE / "make_data.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def _data_spec(url: str) -> DataSpec:
     section = yaml.safe_load((EXAMPLE / "job.yaml").read_text())["data"]
     return DataSpec.model_validate({**section, "url": url})
 
 
-def test_broken_label_stops_before_any_trial(tmp_path: Path) -> None:
+def test_broken_label_stops_before_any_trial(tmp_path: Path, streaming_make_data: Any) -> None:
     pytest.importorskip("great_expectations")
-    target = _make_data().write(str(tmp_path), rows=256)
+    target = streaming_make_data.write(str(tmp_path), rows=256)
     with np.load(target) as arrays:
         x, y = arrays["x"], arrays["y"].copy()
     y[10] = 9
@@ -43,12 +34,14 @@ def test_broken_label_stops_before_any_trial(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_model_trains_on_the_service(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_model_trains_on_the_service(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, streaming_make_data: Any
+) -> None:
     pytest.importorskip("tensorflow")
     pytest.importorskip("great_expectations")
     torch = pytest.importorskip("torch")
     torch.set_num_threads(1)
-    target = _make_data().write(str(tmp_path / "store"), rows=1024)
+    target = streaming_make_data.write(str(tmp_path / "store"), rows=1024)
     spec = _data_spec(target)
     validate_data(spec, base_dir=tmp_path)
     monkeypatch.syspath_prepend(str(EXAMPLE / "code"))

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
-import subprocess
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,14 +24,6 @@ RECORDING = Path(__file__).parents[1] / "data" / "streaming" / "recording.py"
 ROWS = 1024
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect")]
-
-
-def _make_data() -> Any:
-    spec = importlib.util.spec_from_file_location("streaming_make_data", EXAMPLE / "make_data.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _recording_code(tmp_path: Path) -> Path:
@@ -60,9 +51,14 @@ def _spec(tmp_path: Path, redis_url: str, url: str) -> dict:
 
 
 def test_two_trials_read_the_example_from_s3_each_epoch_once_in_its_own_order(
-    tmp_path: Path, redis_url: str, s3_url: str, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    redis_url: str,
+    s3_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    streaming_make_data: Any,
+    service_processes: Callable[[str], list[str]],
 ) -> None:
-    url = _make_data().write(f"{s3_url}/{tmp_path.name}", rows=ROWS)
+    url = streaming_make_data.write(f"{s3_url}/{tmp_path.name}", rows=ROWS)
     record = tmp_path / "record.jsonl"
     monkeypatch.setenv("STREAMING_RECORD_FILE", str(record))
     monkeypatch.setenv("STREAMING_MEET", "2")  # each trial waits at its first batch for the other
@@ -88,12 +84,4 @@ def test_two_trials_read_the_example_from_s3_each_epoch_once_in_its_own_order(
         assert trial[0]["ids"] != trial[1]["ids"]  # and a new order each epoch
     overlap = min(first[1]["end"], second[1]["end"]) - max(first[0]["first"], second[0]["first"])
     assert overlap > 0  # both had batches from the one service before either was done
-    assert _service_processes(url) == []
-
-
-def _service_processes(url: str) -> list[str]:
-    """Data-service processes still running for ``url`` (their arguments name their data)."""
-    out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
-    return [
-        line for line in out.splitlines() if "datamanager.server_process" in line and url in line
-    ]
+    assert service_processes(url) == []

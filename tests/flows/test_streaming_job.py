@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -55,7 +55,10 @@ def _spec(tmp_path: Path, redis_url: str, data: Path, **extra: object) -> dict:
 
 
 def test_two_trials_read_one_service_each_epoch_once_in_its_own_order(
-    tmp_path: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    redis_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    service_processes: Callable[[str], list[str]],
 ) -> None:
     calls = tmp_path / "calls.jsonl"
     monkeypatch.setenv("TOY_CALLS_FILE", str(calls))
@@ -71,11 +74,14 @@ def test_two_trials_read_one_service_each_epoch_once_in_its_own_order(
     assert first[0]["ids"] != first[1]["ids"]  # and a new order each epoch
     overlap = min(first[1]["end"], second[1]["end"]) - max(first[0]["start"], second[0]["start"])
     assert overlap > 0  # they read from the one service at the same time
-    assert _service_processes(tmp_path) == []
+    assert service_processes(str(tmp_path)) == []
 
 
 def test_data_that_breaks_an_expectation_stops_the_job_before_any_trial(
-    tmp_path: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    redis_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    service_processes: Callable[[str], list[str]],
 ) -> None:
     calls = tmp_path / "calls.jsonl"
     monkeypatch.setenv("TOY_CALLS_FILE", str(calls))
@@ -85,14 +91,4 @@ def test_data_that_breaks_an_expectation_stops_the_job_before_any_trial(
     assert not calls.exists()  # no trial ran
     limiter = ResourceLimiter(redis.Redis.from_url(redis_url), max_units=64)
     assert limiter.in_use() == 0  # no units held
-    assert _service_processes(tmp_path) == []  # nothing left running
-
-
-def _service_processes(tmp_path: Path) -> list[str]:
-    """This test's data-service processes still running (their arguments name its data)."""
-    out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
-    return [
-        line
-        for line in out.splitlines()
-        if "datamanager.server_process" in line and str(tmp_path) in line
-    ]
+    assert service_processes(str(tmp_path)) == []  # nothing left running
