@@ -1,13 +1,13 @@
 """Search strategies and stoppers: pure Python, no Prefect, Dask, Redis or TensorFlow."""
 
-from algorithms.base import Direction, HPOAlgorithm, SearchAlgorithm
-from algorithms.evolution import RegularizedEvolution
-from algorithms.grid_search import GridSearch
-from algorithms.optuna_sampler import OptunaSearch
-from algorithms.random_search import RandomSearch
-from algorithms.registry import BUILTIN_STRATEGIES, resolve_strategy
-from algorithms.reinforce import ReinforceSearch
-from algorithms.space import Choice, IntRange, LogUniform, SearchSpace, Uniform, canonical
+from ultron.algorithms.base import Direction, HPOAlgorithm, SearchAlgorithm
+from ultron.algorithms.evolution import RegularizedEvolution
+from ultron.algorithms.grid_search import GridSearch
+from ultron.algorithms.optuna_sampler import OptunaSearch
+from ultron.algorithms.random_search import RandomSearch
+from ultron.algorithms.registry import BUILTIN_STRATEGIES, resolve_strategy
+from ultron.algorithms.reinforce import ReinforceSearch
+from ultron.algorithms.space import Choice, IntRange, LogUniform, SearchSpace, Uniform, canonical
 
 __all__ = [
     "BUILTIN_STRATEGIES",

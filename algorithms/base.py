@@ -24,7 +24,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from algorithms.space import Config, SearchSpace
+from ultron.algorithms.space import Config, SearchSpace
 
 __all__ = ["Direction", "HPOAlgorithm", "SearchAlgorithm"]
 

@@ -12,8 +12,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from algorithms.base import Direction, SearchAlgorithm
-from algorithms.space import Choice, Config, Domain, SearchSpace, canonical
+from ultron.algorithms.base import Direction, SearchAlgorithm
+from ultron.algorithms.space import Choice, Config, Domain, SearchSpace, canonical
 
 __all__ = ["RegularizedEvolution"]
 
@@ -38,7 +38,7 @@ class RegularizedEvolution(SearchAlgorithm):
         mutation_scale: standard deviation of a numeric mutation, as a fraction of the range.
 
     Example:
-        >>> from algorithms.space import Choice, SearchSpace
+        >>> from ultron.algorithms.space import Choice, SearchSpace
         >>> space = SearchSpace({"op": Choice(("conv", "pool", "skip")), "k": Choice((3, 5))})
         >>> algo = RegularizedEvolution(space, seed=0, population_size=2, sample_size=2)
         >>> first = algo.sample_hyperparameter_candidates(2)

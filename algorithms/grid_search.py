@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from algorithms.base import Direction, SearchAlgorithm
-from algorithms.space import Config, SearchSpace
+from ultron.algorithms.base import Direction, SearchAlgorithm
+from ultron.algorithms.space import Config, SearchSpace
 
 __all__ = ["GridSearch"]
 
@@ -20,7 +20,7 @@ class GridSearch(SearchAlgorithm):
         points: values per continuous domain (default 5).
 
     Example:
-        >>> from algorithms.space import Choice, SearchSpace
+        >>> from ultron.algorithms.space import Choice, SearchSpace
         >>> algo = GridSearch(SearchSpace({"x": Choice((1, 2)), "y": Choice(("a", "b"))}))
         >>> algo.sample_hyperparameter_candidates(10)
         [{'x': 1, 'y': 'a'}, {'x': 1, 'y': 'b'}, {'x': 2, 'y': 'a'}, {'x': 2, 'y': 'b'}]

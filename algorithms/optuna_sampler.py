@@ -11,6 +11,7 @@ A fresh instance that loads it rebuilds the study trial by trial and continues i
 from __future__ import annotations
 
 import base64
+import inspect
 import logging
 import math
 import pickle
@@ -18,8 +19,16 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from algorithms.base import Direction, SearchAlgorithm
-from algorithms.space import Choice, Config, Domain, IntRange, LogUniform, SearchSpace, canonical
+from ultron.algorithms.base import Direction, SearchAlgorithm
+from ultron.algorithms.space import (
+    Choice,
+    Config,
+    Domain,
+    IntRange,
+    LogUniform,
+    SearchSpace,
+    canonical,
+)
 
 __all__ = ["SAMPLERS", "CmaEsSearch", "GPSearch", "OptunaSearch", "QMCSearch", "TPESearch"]
 
@@ -74,7 +83,7 @@ class OptunaSearch(SearchAlgorithm):
             ``n_startup_trials=10`` for TPE.
 
     Example:
-        >>> from algorithms.space import SearchSpace, Uniform
+        >>> from ultron.algorithms.space import SearchSpace, Uniform
         >>> algo = OptunaSearch(SearchSpace({"x": Uniform(0.0, 1.0)}), seed=0)
         >>> batch = algo.sample_hyperparameter_candidates(2)
         >>> algo.update_state(batch, [0.5, float("nan")])
@@ -94,18 +103,29 @@ class OptunaSearch(SearchAlgorithm):
         **sampler_options: Any,
     ) -> None:
         super().__init__(search_space, seed=seed, direction=direction)
-        sampler = sampler or self.default_sampler
-        if sampler.lower() not in SAMPLERS:
-            raise ValueError(
-                f"sampler is {sampler!r}; it must be one of {sorted(SAMPLERS)}: "
-                "pick one of those names or bring your own algorithm by dotted path"
-            )
-        self.sampler_name = sampler.lower()
+        self.sampler_name = self._sampler_name(sampler)
         self.sampler_options = dict(sampler_options)
         self._distributions = {name: to_optuna_distribution(d) for name, d in search_space.items()}
         self._study = self._new_study(self._new_sampler())
         # canonical config -> numbers of asked trials not yet told, oldest first
         self._open: dict[str, list[int]] = {}
+
+    @classmethod
+    def _sampler_name(cls, sampler: str | None) -> str:
+        name = sampler or cls.default_sampler
+        if name.lower() not in SAMPLERS:
+            raise ValueError(
+                f"sampler is {name!r}; it must be one of {sorted(SAMPLERS)}: "
+                "pick one of those names or bring your own algorithm by dotted path"
+            )
+        return name.lower()
+
+    @classmethod
+    def check_options(cls, *, sampler: str | None = None, **sampler_options: Any) -> None:
+        """Raise for options the sampler would reject (TypeError, ValueError); builds nothing."""
+        name = cls._sampler_name(sampler)
+        sampler_class = getattr(_import_optuna().samplers, SAMPLERS[name])
+        inspect.signature(sampler_class).bind(seed=None, **sampler_options)
 
     def _new_sampler(self) -> Any:
         optuna = _import_optuna()

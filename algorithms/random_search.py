@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from algorithms.base import SearchAlgorithm
-from algorithms.space import Config, canonical
+from ultron.algorithms.base import SearchAlgorithm
+from ultron.algorithms.space import Config, canonical
 
 __all__ = ["RandomSearch"]
 
@@ -17,7 +17,7 @@ class RandomSearch(SearchAlgorithm):
     them without training.
 
     Example:
-        >>> from algorithms.space import Choice, SearchSpace
+        >>> from ultron.algorithms.space import Choice, SearchSpace
         >>> algo = RandomSearch(SearchSpace({"x": Choice((1, 2, 3))}), seed=1)
         >>> len(algo.sample_hyperparameter_candidates(3))
         3

@@ -15,15 +15,15 @@ __all__ = ["BUILTIN_STRATEGIES", "is_builtin", "looks_like_dotted_path", "resolv
 
 # Lazy "module:Class" targets, so naming a strategy never imports the others.
 BUILTIN_STRATEGIES: dict[str, str] = {
-    "random": "algorithms.random_search:RandomSearch",
-    "grid": "algorithms.grid_search:GridSearch",
-    "tpe": "algorithms.optuna_sampler:TPESearch",
-    "cmaes": "algorithms.optuna_sampler:CmaEsSearch",
-    "gp": "algorithms.optuna_sampler:GPSearch",
-    "qmc": "algorithms.optuna_sampler:QMCSearch",
-    "optuna": "algorithms.optuna_sampler:OptunaSearch",
-    "reinforce": "algorithms.reinforce:ReinforceSearch",
-    "evolution": "algorithms.evolution:RegularizedEvolution",
+    "random": "ultron.algorithms.random_search:RandomSearch",
+    "grid": "ultron.algorithms.grid_search:GridSearch",
+    "tpe": "ultron.algorithms.optuna_sampler:TPESearch",
+    "cmaes": "ultron.algorithms.optuna_sampler:CmaEsSearch",
+    "gp": "ultron.algorithms.optuna_sampler:GPSearch",
+    "qmc": "ultron.algorithms.optuna_sampler:QMCSearch",
+    "optuna": "ultron.algorithms.optuna_sampler:OptunaSearch",
+    "reinforce": "ultron.algorithms.reinforce:ReinforceSearch",
+    "evolution": "ultron.algorithms.evolution:RegularizedEvolution",
 }
 
 _DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*([:.][A-Za-z_]\w*)$")

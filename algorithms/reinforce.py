@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from algorithms.base import Direction, SearchAlgorithm
-from algorithms.space import Choice, Config, Domain, IntRange, SearchSpace, canonical
+from ultron.algorithms.base import Direction, SearchAlgorithm
+from ultron.algorithms.space import Choice, Config, Domain, IntRange, SearchSpace, canonical
 
 __all__ = ["ReinforceSearch"]
 
@@ -42,7 +42,7 @@ class ReinforceSearch(SearchAlgorithm):
         baseline_decay: weight of the past in the moving average and variance of the reward.
 
     Example:
-        >>> from algorithms.space import Choice, SearchSpace
+        >>> from ultron.algorithms.space import Choice, SearchSpace
         >>> space = SearchSpace({"a": Choice((0, 1)), "b": Choice((0, 1))})
         >>> algo = ReinforceSearch(space, seed=0, learning_rate=0.5)
         >>> for _ in range(30):

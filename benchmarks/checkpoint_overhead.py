@@ -6,7 +6,7 @@ on all of them alike:
 
 - ``off``: no checkpoints;
 - ``local``: ``save_torch`` into a new epoch folder + ``COMPLETE`` every epoch, no upload;
-- ``s3-side``: the same, with a :class:`~ultron.checkpoints.CheckpointSyncer` in another
+- ``s3-side``: the same, with a :class:`~ultron.worker.syncer.CheckpointSyncer` in another
   process (as in the Dask worker, whose trial process trains) uploading each epoch to S3;
 - ``s3-thread``: the syncer thread in the training process itself (shares its GIL).
 
@@ -38,8 +38,9 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.checkpoint_model import DigitsTrainer
-from ultron.checkpoints import CheckpointSyncer, save_torch
-from ultron.checkpoints.store import remote_fs
+from ultron.checkpoints import save_torch
+from ultron.worker import CheckpointSyncer
+from ultron.worker.checkpoint_store import remote_fs
 
 MODES = ("off", "local", "s3-side", "s3-thread")
 

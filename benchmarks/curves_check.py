@@ -1,7 +1,7 @@
 """Does the bootstrapped curve ensemble work? Calibration of its extrapolation on LCBench.
 
 POP needs ``P(y(m) >= target)`` from a partial learning curve. The paper's model samples an
-ensemble of 11 curve families by MCMC; ``algorithms.curves`` fits 5 families by least squares
+ensemble of 11 curve families by MCMC; ``ultron.algorithms.curves`` fits 5 families by least squares
 and bootstraps residuals. Here: 150 random LCBench configurations, the first ``k`` epochs
 observed, the accuracy at epoch 52 predicted. Reported: median absolute error of the median
 prediction, coverage of the central 80% interval (well calibrated: close to 80%), and the
@@ -16,9 +16,9 @@ import time
 
 import numpy as np
 
-from algorithms.curves import extrapolate
 from benchmarks.data import DataMissing
 from benchmarks.lcbench import EPOCHS, SPACE, LCBench
+from ultron.algorithms.curves import extrapolate
 
 
 def main(configs: int = 150, task: str = "189906") -> str:

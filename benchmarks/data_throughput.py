@@ -133,7 +133,12 @@ def local_epochs(
     """
     import torch
 
-    from datamanager.pipeline import build_dataset, epoch_length, import_tensorflow, load_function
+    from ultron.datamanager.pipeline import (
+        build_dataset,
+        epoch_length,
+        import_tensorflow,
+        load_function,
+    )
 
     tf = import_tensorflow()
     pipeline = load_function(config["pipeline"])  # the service's own settings, all of them
@@ -214,7 +219,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=5, help="rounds; the median is shown")
     parser.add_argument("--step-ms", type=float, default=30.0, help="simulated training step")
     args = parser.parse_args(argv)
-    from datamanager import DataSpec, start_data_service
+    from ultron.datamanager import DataSpec, start_data_service
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)

@@ -2,7 +2,7 @@
 
 Every configuration's learning curve (validation accuracy and time per epoch, 52 epochs) comes
 from YAHPO Gym's ONNX surrogate of LCBench; the simulated cluster of
-:mod:`algorithms.simulation` runs the real strategies and stoppers on it at 8, 64 and 256
+:mod:`ultron.simulation.benchmark` runs the real strategies and stoppers on it at 8, 64 and 256
 workers. The target is the accuracy that 1 random configuration in 200 reaches (measured on
 4,000 random configurations, fixed seed), so random search needs a few hundred trials.
 
@@ -22,12 +22,12 @@ from typing import Any
 
 import numpy as np
 
-from algorithms.base import Direction
-from algorithms.registry import resolve_strategy
-from algorithms.simulation import LearningCurve, SimulatedClock, Simulation
-from algorithms.space import Config, IntRange, LogUniform, SearchSpace, Uniform
-from algorithms.stoppers import ASHA, POP, Hyperband, Stopper
 from benchmarks.data import DataMissing, data_dir
+from ultron.algorithms.base import Direction
+from ultron.algorithms.registry import resolve_strategy
+from ultron.algorithms.space import Config, IntRange, LogUniform, SearchSpace, Uniform
+from ultron.algorithms.stoppers import ASHA, POP, Hyperband, Stopper
+from ultron.simulation.benchmark import LearningCurve, SimulatedClock, Simulation
 
 EPOCHS = 52
 MAX_TRIALS = 4000  # bounds the compute of a run that never reaches the target
@@ -55,7 +55,7 @@ SPACE = SearchSpace(
 
 
 class LCBench:
-    """One LCBench task as a :class:`~algorithms.simulation.Benchmark`."""
+    """One LCBench task as a :class:`~ultron.simulation.benchmark.Benchmark`."""
 
     search_space = SPACE
     direction = Direction.MAXIMIZE

@@ -1,4 +1,4 @@
-"""LCBench time-to-target through the real master loop (``ultron.simulated.simulate_job``).
+"""LCBench time-to-target through the real master loop (``ultron.simulation.jobs.simulate_job``).
 
 The same asynchronous ``Master`` a real job runs (strategy, score cache, stopper driver) over
 a simulated cluster, on the LCBench surrogate: simulated hours until the best finished trial's
@@ -16,12 +16,12 @@ import math
 import statistics
 import time
 
-from algorithms.optuna_sampler import TPESearch
-from algorithms.random_search import RandomSearch
-from algorithms.simulation import SimulatedClock
 from benchmarks.data import DataMissing
 from benchmarks.lcbench import SPACE, LCBench, _asha, _hyperband, _none, _pop
-from ultron.simulated import simulate_job, time_to_target
+from ultron.algorithms.optuna_sampler import TPESearch
+from ultron.algorithms.random_search import RandomSearch
+from ultron.simulation.benchmark import SimulatedClock
+from ultron.simulation.jobs import simulate_job, time_to_target
 
 METHODS = {
     "Random": (RandomSearch, _none),

@@ -11,10 +11,10 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from algorithms.base import Direction
-from algorithms.optuna_sampler import to_optuna_distribution
-from algorithms.space import Config, SearchSpace, canonical
-from algorithms.stoppers.base import Decision, Stopper, TrialId
+from ultron.algorithms.base import Direction
+from ultron.algorithms.optuna_sampler import to_optuna_distribution
+from ultron.algorithms.space import Config, SearchSpace, canonical
+from ultron.algorithms.stoppers.base import Decision, Stopper, TrialId
 
 
 class OptunaPeer(Stopper):

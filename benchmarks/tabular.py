@@ -22,10 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from algorithms.base import Direction
-from algorithms.registry import resolve_strategy
-from algorithms.space import Choice, IntRange, SearchSpace
 from benchmarks.data import DataMissing, data_dir, read_csv
+from ultron.algorithms.base import Direction
+from ultron.algorithms.registry import resolve_strategy
+from ultron.algorithms.space import Choice, IntRange, SearchSpace
 
 STRATEGIES: dict[str, dict[str, Any]] = {
     "random": {},
@@ -127,7 +127,7 @@ def run_optuna(table: Table, seed: int, trials: int) -> list[float]:
     """Best value after each trial, Optuna's own ``study.optimize`` with TPE (the peer)."""
     import optuna
 
-    from algorithms.optuna_sampler import to_optuna_distribution
+    from ultron.algorithms.optuna_sampler import to_optuna_distribution
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     distributions = {n: to_optuna_distribution(d) for n, d in table.space.items()}

@@ -7,10 +7,10 @@ job's service, and :meth:`DataServiceHandle.stop` in ``finalize``; trials read f
 
 from __future__ import annotations
 
-from datamanager.errors import DataServiceError, DataValidationError, ExpectationFailure
-from datamanager.service import DataServiceHandle, LocalDataService, start_data_service
-from datamanager.spec import DataSpec, Expectation, FeatureSpec
-from datamanager.validation import validate_data
+from ultron.datamanager.errors import DataServiceError, DataValidationError, ExpectationFailure
+from ultron.datamanager.service import DataServiceHandle, LocalDataService, start_data_service
+from ultron.datamanager.spec import DataSpec, Expectation, FeatureSpec
+from ultron.datamanager.validation import validate_data
 
 __all__ = [
     "DataServiceError",

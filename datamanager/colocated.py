@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from datamanager.errors import DataServiceError
+from ultron.datamanager.errors import DataServiceError
 
 __all__ = ["acquire", "release", "running", "service_key", "stop"]
 
@@ -94,7 +94,7 @@ def stop(key: str | None = None) -> None:
 
 
 def _start(config: dict[str, Any]) -> Any:
-    from datamanager.pipeline import import_tensorflow
+    from ultron.datamanager.pipeline import import_tensorflow
 
     root = Path(config["manifest"]["root"])
     if not root.is_dir():

@@ -129,7 +129,7 @@ def build_dataset(
     while the current epoch drains, so a reader sees no pause between epochs.
 
     Args:
-        manifest: what :func:`datamanager.staging.stage` wrote.
+        manifest: what :func:`ultron.datamanager.staging.stage` wrote.
         batch_size: examples per batch.
         seed: the trial's seed.
         first_epoch: the first epoch the dataset yields.

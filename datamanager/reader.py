@@ -9,7 +9,7 @@ reader waits here (:func:`checkin`) until the trial asks for the next epoch (:fu
 asking for another epoch, another seed or other settings starts a new reader.
 
 With ``placement: colocated`` (the default) a reader holds this process's worker of the job's
-service (:mod:`datamanager.colocated`) while it reads, and reads only from it.
+service (:mod:`ultron.datamanager.colocated`) while it reads, and reads only from it.
 
 Importing this module loads neither TensorFlow nor PyTorch.
 
@@ -25,7 +25,7 @@ import queue
 import threading
 from typing import Any
 
-from datamanager import colocated
+from ultron.datamanager import colocated
 
 __all__ = ["END", "EpochReader", "checkin", "checkout", "close_idle"]
 
@@ -65,7 +65,7 @@ class EpochReader:
         hyperparameters: dict[str, Any] | None,
         batch_size: int | None,
     ) -> None:
-        from datamanager.pipeline import epoch_length, load_function
+        from ultron.datamanager.pipeline import epoch_length, load_function
 
         self.key = key
         self.service = colocated.service_key(config)
@@ -217,7 +217,7 @@ def _distributed_dataset(
     batch_size: int,
 ) -> Any:
     """The trial's pipeline, registered with the service; iterating it reads from the workers."""
-    from datamanager.pipeline import build_dataset, import_tensorflow
+    from ultron.datamanager.pipeline import build_dataset, import_tensorflow
 
     tf = import_tensorflow()
     sharded = config.get("sharding", "off") != "off"
@@ -256,7 +256,7 @@ def _converter(framework: str) -> Any:
     """A function from a TF batch (a nest of tensors) to the framework's tensors."""
     if framework == "tf":
         return lambda element: element
-    from datamanager.pipeline import import_tensorflow
+    from ultron.datamanager.pipeline import import_tensorflow
 
     tf = import_tensorflow()
     if framework == "numpy":

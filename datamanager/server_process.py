@@ -1,4 +1,4 @@
-"""The data service's own process: ``python -m datamanager.server_process CONFIG_JSON``.
+"""The data service's own process: ``python -m ultron.datamanager.server_process CONFIG_JSON``.
 
 It stages the data, starts the dispatcher and the service's own workers (none with
 ``placement: colocated``: each trial process runs one), writes ``service.json`` (address,
@@ -24,9 +24,9 @@ __all__ = ["main"]
 
 def main(argv: list[str]) -> int:
     """Serve until stdin closes; 0 on a clean stop."""
-    from datamanager.service import READY_FILE, LocalDataService, service_workers
-    from datamanager.spec import DataSpec
-    from datamanager.staging import MANIFEST_NAME, stage
+    from ultron.datamanager.service import READY_FILE, LocalDataService, service_workers
+    from ultron.datamanager.spec import DataSpec
+    from ultron.datamanager.staging import MANIFEST_NAME, stage
 
     config: dict[str, Any] = json.loads(argv[0])
     spec = DataSpec.model_validate(config["spec"])

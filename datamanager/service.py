@@ -9,7 +9,7 @@ which end with the job's cluster). ``in_process=True`` runs it in the calling pr
 
 Where the workers run is the spec's ``data.placement``. ``colocated`` (the default): the
 service process runs the dispatcher alone and each trial process starts a worker of it on
-first use (:mod:`datamanager.colocated`) and reads from that worker in process, as the paper
+first use (:mod:`ultron.datamanager.colocated`) and reads from that worker in process, as the paper
 puts it "on CPU threads next to the training"; the batches never cross a socket.
 ``service``: the service process also runs ``data.workers`` workers and the trials read
 from them over gRPC.
@@ -41,9 +41,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from datamanager.errors import DataServiceError
-from datamanager.pipeline import import_tensorflow
-from datamanager.spec import DataSpec
+from ultron.datamanager.errors import DataServiceError
+from ultron.datamanager.pipeline import import_tensorflow
+from ultron.datamanager.spec import DataSpec
 
 __all__ = ["DataServiceHandle", "LocalDataService", "service_workers", "start_data_service"]
 
@@ -117,7 +117,7 @@ class DataServiceHandle:
 
     Attributes:
         dispatcher_address: ``grpc://host:port`` of the dispatcher.
-        manifest: the staged data (see :mod:`datamanager.staging`).
+        manifest: the staged data (see :mod:`ultron.datamanager.staging`).
         spec: the job's ``data`` section.
         seed: the job seed; a trial without a seed of its own uses it.
         service_id: names this service (the trials' colocated workers are keyed by it: a
@@ -203,7 +203,7 @@ class DataServiceHandle:
         This process's own worker of it (``placement: colocated``) stops too, after the idle
         readers of it; the workers of trial processes end with their processes.
         """
-        from datamanager import colocated, reader
+        from ultron.datamanager import colocated, reader
 
         reader.close_idle(service=self.service_id)
         colocated.stop(self.service_id)
@@ -250,13 +250,13 @@ def start_data_service(
     Raises:
         DataServiceError: the service did not start; its log is quoted.
     """
-    from ultron.paths import scratch_dir
+    from ultron.services.paths import scratch_dir
 
     work = Path(work_dir) if work_dir is not None else scratch_dir(job_id) / "data"
     work.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(work / "journal", ignore_errors=True)  # an earlier run's dispatcher state
     if in_process:
-        from datamanager.staging import stage
+        from ultron.datamanager.staging import stage
 
         manifest = stage(data_spec, base_dir=base_dir, out_dir=work / "staged")
         local = LocalDataService(
@@ -339,7 +339,13 @@ class _ServiceProcess:
         log_path = self.work / "service.log"
         with open(log_path, "ab") as log:
             process = subprocess.Popen(
-                [sys.executable, "-m", "datamanager.server_process", json.dumps(self.config)],
+                [  # -P: the folder the job started from must not shadow any module name
+                    sys.executable,
+                    "-P",
+                    "-m",
+                    "ultron.datamanager.server_process",
+                    json.dumps(self.config),
+                ],
                 stdin=subprocess.PIPE,
                 stdout=log,
                 stderr=subprocess.STDOUT,

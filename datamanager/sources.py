@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from datamanager.errors import DataServiceError, DataValidationError, ExpectationFailure
-from datamanager.spec import SUFFIX_FORMATS, DataSpec
+from ultron.datamanager.errors import DataServiceError, DataValidationError, ExpectationFailure
+from ultron.datamanager.spec import SUFFIX_FORMATS, DataSpec
 
 __all__ = ["data_files", "read_chunks", "resolve_url"]
 
@@ -186,7 +186,7 @@ def _column(column: Any, name: str, col: str) -> np.ndarray:
 
 
 def _tfrecord_chunks(fs: Any, name: str, spec: DataSpec) -> Iterator[dict[str, np.ndarray]]:
-    from datamanager.pipeline import import_tensorflow
+    from ultron.datamanager.pipeline import import_tensorflow
 
     tf = import_tensorflow()
     features = {

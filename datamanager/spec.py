@@ -35,9 +35,9 @@ SUFFIX_FORMATS = {
 
 
 def rule_error(rule: str, fix: str) -> PydanticCustomError:
-    """The same error as ``ultron.spec.rule_error`` (read back by ``ultron.spec_loader``).
+    """The same error as ``ultron.spec.job.rule_error`` (read back by ``ultron.spec.loader``).
 
-    Defined here, not imported, so that ``ultron.spec`` can import this module.
+    Defined here, not imported, so that ``ultron.spec.job`` can import this module.
     """
     return PydanticCustomError("ultron_rule", "{rule}", {"rule": rule, "fix": fix})
 

@@ -28,9 +28,9 @@ from typing import Any
 
 import numpy as np
 
-from datamanager.errors import DataServiceError
-from datamanager.sources import read_chunks
-from datamanager.spec import DataSpec
+from ultron.datamanager.errors import DataServiceError
+from ultron.datamanager.sources import read_chunks
+from ultron.datamanager.spec import DataSpec
 
 __all__ = ["MANIFEST_NAME", "stage"]
 

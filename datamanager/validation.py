@@ -1,6 +1,6 @@
 """Checking the job's data against the spec's expectations with great-expectations.
 
-The data is read through :mod:`datamanager.sources` into a pandas frame: scalar columns as
+The data is read through :mod:`ultron.datamanager.sources` into a pandas frame: scalar columns as
 they are, and for an array column (an image) its per-example minimum and maximum as
 ``<name>.min`` and ``<name>.max`` (a NaN anywhere makes them NaN), so ``between`` and
 ``not_null`` cover every element. Everything is checked in one great-expectations run on an
@@ -30,9 +30,9 @@ from typing import Any
 
 import numpy as np
 
-from datamanager.errors import DataValidationError, ExpectationFailure
-from datamanager.sources import read_chunks, resolve_url
-from datamanager.spec import DataSpec, Expectation
+from ultron.datamanager.errors import DataValidationError, ExpectationFailure
+from ultron.datamanager.sources import read_chunks, resolve_url
+from ultron.datamanager.spec import DataSpec, Expectation
 
 __all__ = ["validate_data"]
 

@@ -3,7 +3,7 @@
     containerize -> acquire_resources -> search_loop -> finalize (always)
 
 Serve it to trigger jobs from the Prefect UI (``prefect.yaml`` or
-``python -m flows.hpo_job serve``); the ``spec`` parameter is the job spec as a mapping.
+``python -m ultron.flows.hpo_job serve``); the ``spec`` parameter is the job spec as a mapping.
 """
 
 from __future__ import annotations
@@ -15,16 +15,17 @@ from typing import Any
 from prefect import flow
 from prefect.runtime import flow_run
 
-from datamanager import validate_data
-from tasks.acquire_resources import JobResources, acquire_resources
-from tasks.containerize import containerize
-from tasks.finalize import finalize
-from tasks.search_loop import search_loop
-from ultron.job_state import JobState
-from ultron.paths import new_job_id
-from ultron.runtime import job_redis
-from ultron.spec_loader import load_spec
-from ultron.strategy import build_stopper, build_strategy
+from ultron.containerize.usercode import import_paths, user_code
+from ultron.datamanager import validate_data
+from ultron.master.job_state import JobState
+from ultron.master.strategy import build_stopper, build_strategy
+from ultron.services.paths import new_job_id
+from ultron.services.runtime import job_redis
+from ultron.spec.loader import load_spec
+from ultron.tasks.acquire_resources import JobResources, acquire_resources
+from ultron.tasks.containerize import containerize
+from ultron.tasks.finalize import finalize
+from ultron.tasks.search_loop import search_loop
 
 __all__ = ["hpo_job"]
 
@@ -46,14 +47,29 @@ def hpo_job(spec: dict[str, Any], job_id: str | None = None) -> dict[str, Any]:
         clock = _Clock()
         try:
             env = clock.time("containerize", containerize, job, job_id)
-            build_strategy(job, env)  # a bad strategy or stopper fails before resources are taken
-            build_stopper(job)
-            if job.data is not None:  # bad data stops the job before any compute is spent
-                validate_data(job.data, base_dir=job.code.parent)
-            resources = clock.time(
-                "acquire_resources", acquire_resources, job, job_id, redis_url, env
-            )
-            state = clock.time("search_loop", search_loop, job, job_id, env, resources, redis_url)
+            # The user's code owns its module names in this process while the job runs (a BYO
+            # strategy may import more of it later); nothing of it outlives the job.
+            with user_code(import_paths(env.source)):
+                # Built once per job, here, so a bad strategy or stopper fails before resources
+                # are taken; they go to search_loop as live objects (they hold their own state).
+                strategy = build_strategy(job)
+                stopper = build_stopper(job)
+                if job.data is not None:  # bad data stops the job before any compute is spent
+                    validate_data(job.data, base_dir=job.code.parent)
+                resources = clock.time(
+                    "acquire_resources", acquire_resources, job, job_id, redis_url, env
+                )
+                state = clock.time(
+                    "search_loop",
+                    search_loop,
+                    job,
+                    job_id,
+                    env,
+                    resources,
+                    redis_url,
+                    strategy,
+                    stopper,
+                )
         except BaseException as exc:
             error = f"{type(exc).__name__}: {exc}"
             raise

@@ -14,15 +14,16 @@ from dataclasses import dataclass
 from prefect import get_run_logger, task
 from prefect.cache_policies import NONE
 
-from datamanager import DataServiceHandle, start_data_service
-from ultron.cluster import ClusterHandle, start_cluster
-from ultron.environment import TrialEnvironment
-from ultron.limiter import Lease, LeaseKeeper, ResourceLimiter, read_max_units
-from ultron.paths import scratch_dir
-from ultron.redis_client import connect
-from ultron.spec import JobSpec
-from ultron.trial_checkpoints import flush_checkpoints
-from ultron.trial_runner import shutdown_processes, warm_up
+from ultron.containerize.environment import TrialEnvironment
+from ultron.containerize.usercode import import_paths
+from ultron.datamanager import DataServiceHandle, start_data_service
+from ultron.services.cluster import ClusterHandle, start_cluster
+from ultron.services.limiter import Lease, LeaseKeeper, ResourceLimiter, read_max_units
+from ultron.services.paths import scratch_dir
+from ultron.services.redis_client import connect
+from ultron.spec.job import JobSpec
+from ultron.worker.checkpoints import flush_checkpoints
+from ultron.worker.runner import shutdown_processes, warm_up
 
 __all__ = ["JobResources", "acquire_resources", "lease_ttl_s"]
 
@@ -84,7 +85,7 @@ def acquire_resources(
     try:
         cluster = start_cluster(spec)
         log_dir = str(scratch_dir(job_id) / "logs")
-        cluster.client.run(warm_up, str(env.python), spec.model, log_dir)
+        cluster.client.run(warm_up, str(env.python), import_paths(env.source), spec.model, log_dir)
         data = None
         if spec.data is not None:
             data = start_data_service(

@@ -5,9 +5,9 @@ from __future__ import annotations
 from prefect import get_run_logger, task
 from prefect.cache_policies import NONE
 
-from ultron.environment import TrialEnvironment, build_environment
-from ultron.paths import ultron_home
-from ultron.spec import JobSpec
+from ultron.containerize.environment import TrialEnvironment, build_environment
+from ultron.services.paths import ultron_home
+from ultron.spec.job import JobSpec
 
 __all__ = ["containerize"]
 

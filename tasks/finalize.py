@@ -13,12 +13,12 @@ from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NONE
 
-from tasks.acquire_resources import JobResources
-from ultron.job_state import JobState, JobStatus, JobStore
-from ultron.paths import artifact_key, job_results_url, scratch_dir
-from ultron.redis_client import connect
-from ultron.results import best_trial, leaderboard, write_results
-from ultron.spec import JobSpec
+from ultron.master.job_state import JobState, JobStatus, JobStore
+from ultron.master.results import best_trial, leaderboard, write_results
+from ultron.services.paths import artifact_key, job_results_url, scratch_dir
+from ultron.services.redis_client import connect
+from ultron.spec.job import JobSpec
+from ultron.tasks.acquire_resources import JobResources
 
 __all__ = ["finalize"]
 

@@ -1,7 +1,7 @@
 """Task 3 of a job: the master (paper V-E). Sample, score on Dask, update, checkpoint, repeat.
 
 The task sets up the master's parts (strategy, restored state, dispatcher, score cache) and
-runs one of the loops of :mod:`ultron.master`; the trial table and the strategy's state are in
+runs one of the loops of :mod:`ultron.master.loops`; the trial table and the strategy's state are in
 Redis after every update, so a restarted master picks up from there.
 """
 
@@ -14,20 +14,21 @@ from prefect import get_run_logger, task
 from prefect.artifacts import create_progress_artifact, update_progress_artifact
 from prefect.cache_policies import NONE
 
-from tasks.acquire_resources import JobResources
-from ultron.dispatcher import TrialDispatcher
-from ultron.early_stopping import StopperDriver
-from ultron.environment import TrialEnvironment
-from ultron.job_state import JobState, JobStore
-from ultron.master import Master
-from ultron.paths import artifact_key, scratch_dir
-from ultron.progress import ProgressEvent, emit
-from ultron.redis_client import connect
-from ultron.results import best_trial
-from ultron.score_cache import ScoreCache
-from ultron.spec import JobSpec
-from ultron.strategy import build_stopper, build_strategy
-from ultron.trial import TrialResult
+from ultron.algorithms.base import HPOAlgorithm
+from ultron.algorithms.stoppers.base import Stopper
+from ultron.containerize.environment import TrialEnvironment
+from ultron.master.dispatcher import TrialDispatcher
+from ultron.master.early_stopping import StopperDriver
+from ultron.master.job_state import JobState, JobStore
+from ultron.master.loops import Master, SearchSettings
+from ultron.master.progress import ProgressEvent, emit
+from ultron.master.results import best_trial
+from ultron.master.score_cache import ScoreCache
+from ultron.services.paths import artifact_key, scratch_dir
+from ultron.services.redis_client import connect
+from ultron.spec.job import JobSpec
+from ultron.tasks.acquire_resources import JobResources
+from ultron.worker.trial import TrialResult
 
 __all__ = ["search_loop"]
 
@@ -88,9 +89,8 @@ class _Progress:
 
 
 def _stopper_driver(
-    spec: JobSpec, client: Any, job_id: str, state: JobState
+    spec: JobSpec, stopper: Stopper | None, client: Any, job_id: str, state: JobState
 ) -> StopperDriver | None:
-    stopper = build_stopper(spec)
     if stopper is None or spec.early_stopping is None:
         return None
     metric = spec.early_stopping.metric or spec.objective.metric
@@ -110,9 +110,20 @@ def _check_lease(resources: JobResources, job_id: str) -> None:
 
 @task(name="search-loop", task_run_name="search-loop-{job_id}", cache_policy=NONE)
 def search_loop(
-    spec: JobSpec, job_id: str, env: TrialEnvironment, resources: JobResources, redis_url: str
+    spec: JobSpec,
+    job_id: str,
+    env: TrialEnvironment,
+    resources: JobResources,
+    redis_url: str,
+    strategy: HPOAlgorithm,
+    stopper: Stopper | None,
 ) -> JobState:
-    """Run the search until ``num_iterations`` trials are scored or the strategy runs dry."""
+    """Run the search until ``num_iterations`` trials are scored or the strategy runs dry.
+
+    ``resources`` hands over live objects (the Dask client, the lease keeper) and so do
+    ``strategy`` and ``stopper``: the job builds each once, in the flow; their state is
+    restored here from what a previous master saved.
+    """
     logger = get_run_logger()
     client = connect(redis_url)
     store = JobStore(client, job_id)
@@ -125,7 +136,6 @@ def search_loop(
             sorted(running_before),
         )
     store.clear_running()
-    strategy = build_strategy(spec, env)
     if state.algorithm and hasattr(strategy, "load_state_dict"):
         strategy.load_state_dict(state.algorithm)
     scratch = scratch_dir(job_id)
@@ -140,9 +150,14 @@ def search_loop(
         data=resources.data.trial_config() if resources.data is not None else None,
     )
     progress = _Progress(spec, job_id, state)
-    driver = _stopper_driver(spec, client, job_id, state)
+    driver = _stopper_driver(spec, stopper, client, job_id, state)
     master = Master(
-        spec=spec,
+        settings=SearchSettings(
+            num_iterations=spec.num_iterations,
+            parallelism=spec.parallelism,
+            max_failed_share=spec.max_failed_share,
+            tell_stopped=spec.early_stopping is None or spec.early_stopping.tell_stopped,
+        ),
         strategy=strategy,
         cache=ScoreCache(
             client,

@@ -14,7 +14,7 @@ import pytest
 import redis
 
 from ultron.api import prefect_defaults
-from ultron.redis_server import EmbeddedRedis
+from ultron.services.redis_server import EmbeddedRedis
 
 _S3_ENV = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -136,7 +136,7 @@ def service_processes() -> Callable[[str], list[str]]:
         return [
             line
             for line in out.splitlines()
-            if "datamanager.server_process" in line and text in line
+            if "ultron.datamanager.server_process" in line and text in line
         ]
 
     return running

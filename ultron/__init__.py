@@ -2,7 +2,7 @@
 
 What a user calls:
 
-- :func:`ultron.run` runs a job from a spec and returns an :class:`~ultron.results.HPOResult`;
+- :func:`ultron.run` runs a job from a spec and returns an :class:`~ultron.HPOResult`;
 - :func:`ultron.report` sends intermediate metrics from inside a model's ``score``;
 - :class:`ultron.ModelInterface` is the paper's model interface (Fig. 4).
 
@@ -18,8 +18,8 @@ from ultron.model import ModelInterface, ReportDecision, report
 
 if TYPE_CHECKING:
     from ultron.api import run
-    from ultron.results import HPOResult
-    from ultron.spec import JobSpec
+    from ultron.master.results import HPOResult
+    from ultron.spec.job import JobSpec
 
 __all__ = [
     "HPOResult",
@@ -33,7 +33,7 @@ __all__ = [
 ]
 __version__ = "0.1.0"
 
-_LAZY = {"run": "ultron.api", "HPOResult": "ultron.results", "JobSpec": "ultron.spec"}
+_LAZY = {"run": "ultron.api", "HPOResult": "ultron.master.results", "JobSpec": "ultron.spec.job"}
 
 
 def __getattr__(name: str) -> Any:

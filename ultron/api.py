@@ -7,10 +7,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ultron.results import HPOResult
-from ultron.spec import JobSpec
-from ultron.spec_loader import load_spec
-from ultron.strategy import build_stopper, build_strategy
+from ultron.master.results import HPOResult
+from ultron.master.strategy import check_options
+from ultron.spec.job import JobSpec
+from ultron.spec.loader import load_spec
 
 __all__ = ["prefect_defaults", "run"]
 
@@ -50,13 +50,11 @@ def run(
         >>> result.best_config, result.best_score                      # doctest: +SKIP
     """
     prefect_defaults()
-    from flows.hpo_job import hpo_job
+    from ultron.flows.hpo_job import hpo_job
 
     job = spec if isinstance(spec, JobSpec) else load_spec(spec)
     if overrides:
         job = load_spec({**job.model_dump(mode="json"), **overrides})
-    if job.strategy.lower() == job.strategy and "." not in job.strategy:
-        build_strategy(job)  # built-in options are checked before anything starts
-    build_stopper(job)
+    check_options(job)  # a built-in's options are checked before Prefect starts
     summary = hpo_job(job.model_dump(mode="json"), job_id=job_id)
     return HPOResult.from_summary(summary)

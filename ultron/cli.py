@@ -32,7 +32,7 @@ def _fail(exc: Exception) -> None:
 @app.command()
 def validate(spec: SpecArg) -> None:
     """Check a job spec; print every problem and exit non-zero if there is one."""
-    from ultron.spec_loader import load_spec
+    from ultron.spec.loader import load_spec
 
     try:
         job = load_spec(spec)
@@ -45,7 +45,7 @@ def validate(spec: SpecArg) -> None:
 
 
 def _leaderboard(result: Any, metric: str, top: int = 10) -> Table:
-    from ultron.results import leaderboard
+    from ultron.master.results import leaderboard
 
     board = leaderboard(result.trials, result.direction)[:top]
     table = Table(title=f"Leaderboard (top {len(board)} of {len(result.trials)} trials)")
@@ -73,8 +73,8 @@ def run(
         os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
         os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
     from ultron.api import run as run_job
-    from ultron.progress import ProgressEvent, listening
-    from ultron.spec_loader import load_spec
+    from ultron.master.progress import ProgressEvent, listening
+    from ultron.spec.loader import load_spec
 
     try:
         job = load_spec(spec)
@@ -112,7 +112,7 @@ def run(
 @app.command()
 def serve(name: Annotated[str, typer.Option(help="Deployment name.")] = "hpo-job") -> None:
     """Serve the hpo-job flow so jobs can be triggered from the Prefect UI."""
-    from flows.hpo_job import hpo_job
+    from ultron.flows.hpo_job import hpo_job
 
     hpo_job.serve(name=name)
 

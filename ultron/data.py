@@ -45,8 +45,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from datamanager import reader as readers
-from datamanager.reader import END, EpochReader
+from ultron.datamanager import reader as readers
+from ultron.datamanager.reader import END, EpochReader
 
 __all__ = ["BatchStream", "DataStats", "batches", "service_config", "set_service", "stats"]
 

@@ -61,37 +61,28 @@ class TrialContext:
 
     @property
     def reports_key(self) -> str:
-        return reports_key(self.job_id, self.trial_id)
+        from ultron.services import keys  # here: ``import ultron`` stays light
+
+        return keys.trial_reports(self.job_id, self.trial_id)
 
     @property
     def stop_key(self) -> str:
-        return stop_key(self.job_id, self.trial_id)
+        from ultron.services import keys
+
+        return keys.trial_stop(self.job_id, self.trial_id)
 
     @property
     def stream_key(self) -> str:
-        return report_stream_key(self.job_id)
+        from ultron.services import keys
+
+        return keys.report_stream(self.job_id)
 
     def client(self) -> Any:
         if self._client is None:
-            from ultron.redis_client import connect
+            from ultron.services.redis_client import connect
 
             self._client = connect(self.redis_url)
         return self._client
-
-
-def reports_key(job_id: str, trial_id: str) -> str:
-    """The list of one trial's reports (its learning curve)."""
-    return f"ultron:job:{job_id}:run:reports:{trial_id}"
-
-
-def stop_key(job_id: str, trial_id: str) -> str:
-    """Set (to ``{"decision": ..., "at": time}``) when early stopping wants the trial to end."""
-    return f"ultron:job:{job_id}:run:stop:{trial_id}"
-
-
-def report_stream_key(job_id: str) -> str:
-    """The job's list of reports of all trials, in arrival order (read by the master)."""
-    return f"ultron:job:{job_id}:run:reports"
 
 
 _current: TrialContext | None = None

@@ -16,8 +16,8 @@ import math
 from enum import StrEnum
 from typing import Any
 
-from algorithms.base import Direction
-from algorithms.stoppers.base import (
+from ultron.algorithms.base import Direction
+from ultron.algorithms.stoppers.base import (
     Command,
     Decision,
     Stopper,
@@ -26,7 +26,7 @@ from algorithms.stoppers.base import (
     decode_loss,
     encode_loss,
 )
-from algorithms.stoppers.budgets import asha_rungs
+from ultron.algorithms.stoppers.budgets import asha_rungs
 
 __all__ = ["ASHA", "AshaMode"]
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from algorithms.base import Direction
+from ultron.algorithms.base import Direction
 
 __all__ = [
     "Command",

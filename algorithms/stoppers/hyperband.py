@@ -3,18 +3,18 @@
 New trials fill the brackets in the paper's order, ``s = s_max`` (many trials, little resource
 each) down to ``s = 0`` (a few trials, full resource), then the cycle starts again. Each bracket
 is a :class:`SuccessiveHalvingBracket`; the budget arithmetic is
-:func:`~algorithms.stoppers.budgets.hyperband_brackets`. Trials waiting for the rest of their rung
-are suspended, so their workers run the next brackets meanwhile.
+:func:`~ultron.algorithms.stoppers.budgets.hyperband_brackets`. Trials waiting for the rest of
+their rung are suspended, so their workers run the next brackets meanwhile.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from algorithms.base import Direction
-from algorithms.stoppers.base import Command, Decision, Stopper, TrialId, TrialPlan
-from algorithms.stoppers.budgets import hyperband_brackets
-from algorithms.stoppers.successive_halving import SuccessiveHalvingBracket
+from ultron.algorithms.base import Direction
+from ultron.algorithms.stoppers.base import Command, Decision, Stopper, TrialId, TrialPlan
+from ultron.algorithms.stoppers.budgets import hyperband_brackets
+from ultron.algorithms.stoppers.successive_halving import SuccessiveHalvingBracket
 
 __all__ = ["Hyperband"]
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from algorithms.base import Direction
-from algorithms.stoppers.base import Decision, Stopper, TrialId, decode_loss, encode_loss
+from ultron.algorithms.base import Direction
+from ultron.algorithms.stoppers.base import Decision, Stopper, TrialId, decode_loss, encode_loss
 
 __all__ = ["MedianStopping"]
 

@@ -1,8 +1,8 @@
 """POP: promising / opportunistic / poor scheduling (HyperDrive, Rasley et al. 2017, §3).
 
 At every evaluation boundary (every ``interval`` steps from ``min_resource``) a trial's learning
-curve is extrapolated (:func:`algorithms.curves.extrapolate`) to get, for each future step ``m``
-it can still reach in the time left, ``P(y(m) >= y_target)``. From these:
+curve is extrapolated (:func:`ultron.algorithms.curves.extrapolate`) to get, for each future
+step ``m`` it can still reach in the time left, ``P(y(m) >= y_target)``. From these:
 
 - the prediction confidence ``p = P(y(M) >= y_target)`` (the sum of the ``p_m`` of eq. 2) and the
   expected remaining time ``ERT = (sum_m m p_m + (1 - p) M) * epoch`` (eq. 3, truncated at the
@@ -30,9 +30,9 @@ from typing import Any
 
 import numpy as np
 
-from algorithms.base import Direction
-from algorithms.curves import extrapolate
-from algorithms.stoppers.base import Command, Decision, Stopper, TrialId
+from ultron.algorithms.base import Direction
+from ultron.algorithms.curves import extrapolate
+from ultron.algorithms.stoppers.base import Command, Decision, Stopper, TrialId
 
 __all__ = ["POP"]
 

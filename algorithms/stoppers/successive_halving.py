@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from algorithms.stoppers.base import Command, Decision, TrialId, decode_loss, encode_loss
-from algorithms.stoppers.budgets import Bracket
+from ultron.algorithms.stoppers.base import Command, Decision, TrialId, decode_loss, encode_loss
+from ultron.algorithms.stoppers.budgets import Bracket
 
 __all__ = ["SuccessiveHalvingBracket"]
 
@@ -24,7 +24,7 @@ class SuccessiveHalvingBracket:
         reduction_factor: ``eta``: one in ``eta`` trials of a rung moves up.
 
     Example:
-        >>> from algorithms.stoppers.budgets import successive_halving, Bracket
+        >>> from ultron.algorithms.stoppers.budgets import successive_halving, Bracket
         >>> rungs = successive_halving(3, min_resource=1, rungs=2)
         >>> sh = SuccessiveHalvingBracket(Bracket(1, rungs))
         >>> for t in "abc":

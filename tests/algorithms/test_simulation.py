@@ -5,11 +5,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from algorithms.base import Direction
-from algorithms.grid_search import GridSearch
-from algorithms.simulation import LearningCurve, Simulation, TrialStatus, best_so_far
-from algorithms.space import Choice, SearchSpace
-from algorithms.stoppers import ASHA
+from ultron.algorithms.base import Direction
+from ultron.algorithms.grid_search import GridSearch
+from ultron.algorithms.space import Choice, SearchSpace
+from ultron.algorithms.stoppers import ASHA
+from ultron.simulation.benchmark import LearningCurve, Simulation, TrialStatus, best_so_far
 
 
 class Steps:

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from algorithms.registry import BUILTIN_STRATEGIES, resolve_strategy
-from algorithms.space import Choice, IntRange, LogUniform, SearchSpace, Uniform, canonical
+from ultron.algorithms.registry import BUILTIN_STRATEGIES, resolve_strategy
+from ultron.algorithms.space import Choice, IntRange, LogUniform, SearchSpace, Uniform, canonical
 
 BYO_PATH = Path(__file__).resolve().parents[2] / "examples" / "byo_algorithm"
 BYO = "byo_search.hill_climbing:HillClimbing"
@@ -160,7 +160,7 @@ def test_no_duplicates_in_a_small_discrete_space(name: str) -> None:
 
 
 def test_an_unknown_optuna_sampler_is_named_in_the_error() -> None:
-    from algorithms.optuna_sampler import OptunaSearch
+    from ultron.algorithms.optuna_sampler import OptunaSearch
 
     with pytest.raises(ValueError, match="sampler is 'annealing'"):
         OptunaSearch(SPACE, sampler="annealing")

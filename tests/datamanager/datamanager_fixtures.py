@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from datamanager import DataServiceHandle, DataSpec, start_data_service
+from ultron.datamanager import DataServiceHandle, DataSpec, start_data_service
 
 ROWS = 600
 

@@ -8,7 +8,7 @@ from types import ModuleType
 import pytest
 
 import ultron.data
-from datamanager import colocated, errors, pipeline, reader, service, sources, spec, staging
+from ultron.datamanager import colocated, errors, pipeline, reader, service, sources, spec, staging
 
 
 @pytest.mark.parametrize(

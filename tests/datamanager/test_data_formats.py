@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 import ultron.data
-from datamanager import DataServiceError, DataSpec, DataValidationError, start_data_service
-from datamanager.sources import read_chunks
+from ultron.datamanager import DataServiceError, DataSpec, DataValidationError, start_data_service
+from ultron.datamanager.sources import read_chunks
 
 tf = pytest.importorskip("tensorflow")
 

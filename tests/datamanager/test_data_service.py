@@ -13,7 +13,13 @@ import pytest
 from datamanager_fixtures import dataset_dir_fixture, service_fixture  # noqa: F401
 
 import ultron.data
-from datamanager import DataServiceError, DataServiceHandle, DataSpec, colocated, start_data_service
+from ultron.datamanager import (
+    DataServiceError,
+    DataServiceHandle,
+    DataSpec,
+    colocated,
+    start_data_service,
+)
 
 pytest.importorskip("tensorflow")
 pytest.importorskip("torch")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from datamanager.spec import DataSpec, Expectation
+from ultron.datamanager.spec import DataSpec, Expectation
 
 
 def test_defaults() -> None:

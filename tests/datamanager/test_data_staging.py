@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from datamanager.errors import DataServiceError, DataValidationError
-from datamanager.service import DataServiceHandle
-from datamanager.spec import DataSpec
-from datamanager.staging import stage
+from ultron.datamanager.errors import DataServiceError, DataValidationError
+from ultron.datamanager.service import DataServiceHandle
+from ultron.datamanager.spec import DataSpec
+from ultron.datamanager.staging import stage
 
 
 def _records(manifest: dict) -> np.ndarray:

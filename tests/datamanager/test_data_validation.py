@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from datamanager_fixtures import dataset_dir_fixture, make_dataset_fixture  # noqa: F401
 
-from datamanager import DataSpec, DataValidationError, validate_data
-from datamanager import validation as validation_module
+from ultron.datamanager import DataSpec, DataValidationError, validate_data
+from ultron.datamanager import validation as validation_module
 
 pytest.importorskip("great_expectations")
 

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 import ultron.data
-from datamanager import DataSpec, DataValidationError, start_data_service, validate_data
+from ultron.datamanager import DataSpec, DataValidationError, start_data_service, validate_data
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "streaming"
 

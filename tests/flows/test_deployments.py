@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from ultron.spec_loader import load_spec
+from ultron.spec.loader import load_spec
 
 REPO = Path(__file__).parents[2]
 

@@ -11,10 +11,10 @@ import pytest
 import redis
 
 import ultron
-from tasks.acquire_resources import default_max_units
-from ultron.limiter import ResourceLimiter
-from ultron.progress import ProgressEvent, listening
-from ultron.trial import TrialStatus
+from ultron.master.progress import ProgressEvent, listening
+from ultron.services.limiter import ResourceLimiter
+from ultron.tasks.acquire_resources import default_max_units
+from ultron.worker.trial import TrialStatus
 
 REPO = Path(__file__).parents[2]
 TOY = REPO / "tests" / "data" / "toy"

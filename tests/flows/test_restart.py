@@ -22,9 +22,9 @@ import pytest
 import redis
 
 import ultron
-from ultron.limiter import ResourceLimiter
-from ultron.redis_server import EmbeddedRedis
-from ultron.trial import TrialStatus
+from ultron.services.limiter import ResourceLimiter
+from ultron.services.redis_server import EmbeddedRedis
+from ultron.worker.trial import TrialStatus
 
 TOY = Path(__file__).parents[1] / "data" / "toy"
 
@@ -294,7 +294,7 @@ def test_a_trial_that_lost_its_disk_resumes_from_the_object_store(
 def test_a_prefect_flow_retry_resumes_the_same_job(
     tmp_path: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from flows.hpo_job import hpo_job
+    from ultron.flows.hpo_job import hpo_job
 
     calls = tmp_path / "calls.jsonl"
     monkeypatch.setenv("TOY_CALLS_FILE", str(calls))

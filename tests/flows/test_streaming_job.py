@@ -12,8 +12,8 @@ import pytest
 import redis
 
 import ultron
-from datamanager import DataValidationError
-from ultron.limiter import ResourceLimiter
+from ultron.datamanager import DataValidationError
+from ultron.services.limiter import ResourceLimiter
 
 pytest.importorskip("tensorflow", reason="the data service needs the tf extra")
 pytest.importorskip("great_expectations", reason="data validation needs the data extra")

@@ -9,9 +9,9 @@ import pytest
 import redis
 
 import ultron
-from tasks.acquire_resources import default_max_units
 from ultron.errors import ResourceTimeoutError
-from ultron.limiter import ResourceLimiter
+from ultron.services.limiter import ResourceLimiter
+from ultron.tasks.acquire_resources import default_max_units
 
 TOY = Path(__file__).parents[1] / "data" / "toy"
 

@@ -19,18 +19,12 @@ import pytest
 from fsspec.implementations.local import LocalFileSystem
 
 import ultron.checkpoints
-from ultron.checkpoints import (
-    COMMIT_MARKER,
-    CheckpointSyncer,
-    latest_local,
-    mark_complete,
-    new_checkpoint_dir,
-    restore_latest,
-)
+from ultron.checkpoints import latest_local, mark_complete, new_checkpoint_dir
 from ultron.checkpoints import local as local_module
-from ultron.checkpoints import store as store_module
-from ultron.checkpoints import syncer as syncer_module
-from ultron.checkpoints.store import remote_fs
+from ultron.worker import checkpoint_store as store_module
+from ultron.worker import syncer as syncer_module
+from ultron.worker.checkpoint_store import COMMIT_MARKER, remote_fs, restore_latest
+from ultron.worker.syncer import CheckpointSyncer
 
 
 @dataclass

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ultron.environment import (
+from ultron.containerize.environment import (
     TrialEnvironment,
     build_environment,
     code_hash,
@@ -89,7 +89,8 @@ def test_code_hash_is_stable_and_follows_content(project: Path, tmp_path: Path) 
         [
             sys.executable,
             "-c",
-            f"from ultron.environment import code_hash; print(code_hash({str(project)!r}))",
+            "from ultron.containerize.environment import code_hash; "
+            f"print(code_hash({str(project)!r}))",
         ],
         capture_output=True,
         text=True,

@@ -6,9 +6,9 @@ import uuid
 
 import redis
 
-from ultron.job_state import JobState, JobStatus, JobStore
-from ultron.score_cache import ScoreCache
-from ultron.trial import TrialResult, TrialStatus
+from ultron.master.job_state import JobState, JobStatus, JobStore
+from ultron.master.score_cache import ScoreCache
+from ultron.worker.trial import TrialResult, TrialStatus
 
 
 def _trial(i: int, status: TrialStatus = TrialStatus.COMPLETED) -> TrialResult:

@@ -17,9 +17,9 @@ from multiprocessing.process import BaseProcess
 import pytest
 import redis
 
-import ultron.limiter
+import ultron.services.limiter
 from ultron.errors import ResourceTimeoutError, UltronError
-from ultron.limiter import Lease, LeaseKeeper, ResourceLimiter, read_max_units
+from ultron.services.limiter import Lease, LeaseKeeper, ResourceLimiter, read_max_units
 
 MAX_UNITS = 10
 UNITS = 3  # e.g. parallelism 3 x 1 GPU per trial
@@ -48,7 +48,7 @@ def _poll(condition: Callable[[], bool], *, timeout_s: float, every_s: float = 0
 
 
 def test_docstring_example_runs(redis_url: str) -> None:
-    globs = {**vars(ultron.limiter), "redis_url": redis_url}
+    globs = {**vars(ultron.services.limiter), "redis_url": redis_url}
     runner = doctest.DocTestRunner()
     for test in doctest.DocTestFinder().find(ResourceLimiter, "ResourceLimiter", globs=globs):
         runner.run(test)
@@ -281,7 +281,7 @@ def test_50_processes_never_exceed_max(redis_url: str, namespace: str) -> None:
     # fork copies the threads other fixtures started (Prefect's test server): the children
     # are forked from a clean single-threaded server that has imported redis once.
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["redis", "ultron.limiter"])
+    context.set_forkserver_preload(["redis", "ultron.services.limiter"])
     procs = [
         context.Process(target=_contend, args=(redis_url, namespace, i, False))
         for i in range(WORKERS)
@@ -292,7 +292,7 @@ def test_50_processes_never_exceed_max(redis_url: str, namespace: str) -> None:
 
 _HOLDER = """
 import sys, time, redis
-from ultron.limiter import LeaseKeeper, ResourceLimiter
+from ultron.services.limiter import LeaseKeeper, ResourceLimiter
 url, namespace, units = sys.argv[1], sys.argv[2], int(sys.argv[3])
 limiter = ResourceLimiter(redis.Redis.from_url(url), max_units=units, namespace=namespace)
 lease = limiter.acquire("holder", units, ttl_s=2.0)

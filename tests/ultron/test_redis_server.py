@@ -14,9 +14,9 @@ from urllib.parse import urlparse
 import pytest
 import redis
 
-import ultron.redis_server
+import ultron.services.redis_server
 from ultron.errors import UltronError
-from ultron.redis_server import EmbeddedRedis, ensure_embedded_redis
+from ultron.services.redis_server import EmbeddedRedis, ensure_embedded_redis
 
 
 def _pid_of(url: str) -> int:
@@ -29,7 +29,7 @@ def _pid_of(url: str) -> int:
 
 def test_docstring_example_runs() -> None:
     runner = doctest.DocTestRunner()
-    globs = vars(ultron.redis_server).copy()
+    globs = vars(ultron.services.redis_server).copy()
     for test in doctest.DocTestFinder().find(EmbeddedRedis, "EmbeddedRedis", globs=globs):
         runner.run(test)
     results = runner.summarize(verbose=False)

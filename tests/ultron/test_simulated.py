@@ -6,12 +6,12 @@ import doctest
 
 import numpy as np
 
-import ultron.simulated
-from algorithms import Direction, RandomSearch, SearchSpace, Uniform
-from algorithms.simulation import LearningCurve, Simulation
-from algorithms.stoppers import ASHA, Hyperband
-from ultron.simulated import simulate_job
-from ultron.trial import TrialStatus
+import ultron.simulation.jobs
+from ultron.algorithms import Direction, RandomSearch, SearchSpace, Uniform
+from ultron.algorithms.stoppers import ASHA, Hyperband
+from ultron.simulation.benchmark import LearningCurve, Simulation
+from ultron.simulation.jobs import simulate_job
+from ultron.worker.trial import TrialStatus
 
 STEPS = 27
 
@@ -30,7 +30,7 @@ class Curves:
 
 
 def test_doctests() -> None:
-    assert doctest.testmod(ultron.simulated).failed == 0
+    assert doctest.testmod(ultron.simulation.jobs).failed == 0
 
 
 def test_the_master_and_the_simulator_agree_without_a_stopper() -> None:

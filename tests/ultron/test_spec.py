@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from algorithms.space import Choice, IntRange, LogUniform, Uniform
+from ultron.algorithms.space import Choice, IntRange, LogUniform, Uniform
 from ultron.errors import SpecError
-from ultron.spec_loader import load_spec
+from ultron.spec.loader import load_spec
 
 DATA = Path(__file__).parents[1] / "data"
 REPO = Path(__file__).parents[2]

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 import redis
 
-from ultron.trial import TrialRequest, TrialStatus
-from ultron.trial_runner import run_trial, shutdown_processes
+from ultron.worker.runner import run_trial, shutdown_processes
+from ultron.worker.trial import TrialRequest, TrialStatus
 
 TOY = Path(__file__).parents[1] / "data" / "toy"
 JOB = f"runner-test-{uuid.uuid4().hex[:8]}"

@@ -33,7 +33,7 @@ class HillClimbing:
         step: initial standard deviation of a step, as a fraction of each range.
 
     Example:
-        >>> from algorithms.space import SearchSpace, Uniform
+        >>> from ultron.algorithms.space import SearchSpace, Uniform
         >>> algo = HillClimbing(SearchSpace({"x": Uniform(0.0, 1.0)}), seed=0, n_random=2)
         >>> batch = algo.sample_hyperparameter_candidates(2)
         >>> algo.update_state(batch, [abs(c["x"] - 0.3) for c in batch])

@@ -12,11 +12,10 @@ from typing import Any
 
 import pytest
 
-from algorithms.base import Direction
-from algorithms.random_search import RandomSearch
-from algorithms.simulation import LearningCurve, Simulation
-from algorithms.space import SearchSpace, Uniform
-from algorithms.stoppers import (
+from ultron.algorithms.base import Direction
+from ultron.algorithms.random_search import RandomSearch
+from ultron.algorithms.space import SearchSpace, Uniform
+from ultron.algorithms.stoppers import (
     ASHA,
     Decision,
     Hyperband,
@@ -24,6 +23,7 @@ from algorithms.stoppers import (
     asha_rungs,
     hyperband_brackets,
 )
+from ultron.simulation.benchmark import LearningCurve, Simulation
 
 # Table 1 of the Hyperband paper: for each bracket s, (n_i, r_i) per rung i.
 TABLE_1 = {

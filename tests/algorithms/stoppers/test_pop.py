@@ -8,11 +8,11 @@ from typing import Any
 
 import numpy as np
 
-from algorithms.base import Direction
-from algorithms.random_search import RandomSearch
-from algorithms.simulation import LearningCurve, SimulatedClock, Simulation, TrialStatus
-from algorithms.space import Choice, IntRange, SearchSpace
-from algorithms.stoppers import POP, Decision
+from ultron.algorithms.base import Direction
+from ultron.algorithms.random_search import RandomSearch
+from ultron.algorithms.space import Choice, IntRange, SearchSpace
+from ultron.algorithms.stoppers import POP, Decision
+from ultron.simulation.benchmark import LearningCurve, SimulatedClock, Simulation, TrialStatus
 
 MAX = 30
 

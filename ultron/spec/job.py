@@ -26,10 +26,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from algorithms.base import Direction
-from algorithms.registry import BUILTIN_STRATEGIES, is_builtin, looks_like_dotted_path
-from algorithms.space import Choice, Domain, IntRange, LogUniform, SearchSpace, Uniform
-from datamanager.spec import DataSpec
+from ultron.algorithms.base import Direction
+from ultron.algorithms.registry import BUILTIN_STRATEGIES, is_builtin, looks_like_dotted_path
+from ultron.algorithms.space import Choice, Domain, IntRange, LogUniform, SearchSpace, Uniform
+from ultron.datamanager.spec import DataSpec
 
 __all__ = ["DomainSpec", "EarlyStopping", "JobSpec", "Objective", "Resources"]
 
@@ -38,7 +38,7 @@ _QUANTITY = re.compile(r"^\d+(\.\d+)?(Ki|Mi|Gi|Ti|k|M|G|T)?$")
 
 
 def rule_error(rule: str, fix: str) -> PydanticCustomError:
-    """A validation error that carries its own fix, read back by ``ultron.spec_loader``."""
+    """A validation error that carries its own fix, read back by ``ultron.spec.loader``."""
     return PydanticCustomError("ultron_rule", "{rule}", {"rule": rule, "fix": fix})
 
 
@@ -90,7 +90,7 @@ class DomainSpec(_Strict):
         return self
 
     def to_domain(self) -> Domain:
-        """The :mod:`algorithms.space` domain this entry describes."""
+        """The :mod:`ultron.algorithms.space` domain this entry describes."""
         if self.type == "choice":
             return Choice(tuple(self.values or ()))
         assert self.low is not None and self.high is not None  # checked by _check_bounds
@@ -326,7 +326,7 @@ class JobSpec(_Strict):
 
     @property
     def space(self) -> SearchSpace:
-        """The search space as :mod:`algorithms.space` domains."""
+        """The search space as :mod:`ultron.algorithms.space` domains."""
         return SearchSpace({name: entry.to_domain() for name, entry in self.search_space.items()})
 
     @property

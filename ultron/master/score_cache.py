@@ -17,7 +17,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from algorithms.space import Config, canonical
+from ultron.algorithms.space import Config, canonical
+from ultron.services import keys
 
 __all__ = ["ScoreCache"]
 
@@ -39,10 +40,10 @@ class ScoreCache:
         *,
         code_hash: str,
         data_hash: str | None = None,
-        namespace: str = "ultron",
+        namespace: str = keys.NAMESPACE,
     ) -> None:
         self.client = client
-        self.key = f"{namespace}:cache:{code_hash}" + (f":data:{data_hash}" if data_hash else "")
+        self.key = keys.score_cache(code_hash, data_hash, namespace=namespace)
 
     def get_many(self, configs: Sequence[Config]) -> list[dict[str, Any] | None]:
         """The cached entries of ``configs`` (``None`` where absent), in one round trip."""

@@ -15,8 +15,8 @@ from typing import Any
 
 import fsspec
 
-from algorithms.base import Direction
-from ultron.trial import TrialResult, TrialStatus
+from ultron.algorithms.base import Direction
+from ultron.worker.trial import TrialResult, TrialStatus
 
 __all__ = ["HPOResult", "best_trial", "leaderboard", "write_results"]
 

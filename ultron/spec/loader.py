@@ -14,9 +14,9 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from datamanager.spec import DataSpec
+from ultron.datamanager.spec import DataSpec
 from ultron.errors import ConfigIssue, SpecError
-from ultron.spec import DomainSpec, EarlyStopping, JobSpec, Objective, Resources
+from ultron.spec.job import DomainSpec, EarlyStopping, JobSpec, Objective, Resources
 
 __all__ = ["PAPER_KEYS", "load_spec"]
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ultron.checkpoints.local import complete_checkpoints
-from ultron.checkpoints.store import prune, remote_fs, upload_checkpoint
+from ultron.worker.checkpoint_store import prune, remote_fs, upload_checkpoint
 
 __all__ = ["CheckpointSyncer"]
 
@@ -24,7 +24,7 @@ class CheckpointSyncer:
 
     Every ``poll_interval_s`` the thread looks for complete folders under ``local_root`` that
     are not uploaded yet and uploads each, oldest first, to ``<remote_url>/<name>/``, then
-    commits it (:func:`~ultron.checkpoints.store.upload_checkpoint`). A failed upload is
+    commits it (:func:`~ultron.worker.checkpoint_store.upload_checkpoint`). A failed upload is
     logged, kept in :attr:`errors` and retried on a later scan, backing off to 30 s; nothing
     raises into the training thread, which never waits on the store. With ``keep_last``,
     older committed checkpoints are deleted from the store (never the newest), and complete
@@ -41,7 +41,7 @@ class CheckpointSyncer:
         poll_interval_s: seconds between two scans of ``local_root``.
         keep_last: committed checkpoints kept in the store; None keeps them all.
         checksums: also record each file's sha256 in the commit marker (re-reads every file)
-            for :func:`~ultron.checkpoints.store.restore_latest` to verify; sizes always are.
+            for :func:`~ultron.worker.checkpoint_store.restore_latest` to verify; sizes always are.
 
     Example:
         >>> import tempfile

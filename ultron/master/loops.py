@@ -20,16 +20,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from algorithms.base import HPOAlgorithm
-from algorithms.space import Config, canonical
-from algorithms.stoppers.base import Decision
-from ultron.early_stopping import StopperDriver
+from ultron.algorithms.base import HPOAlgorithm
+from ultron.algorithms.space import Config, canonical
+from ultron.algorithms.stoppers.base import Decision
 from ultron.errors import JobFailedError
-from ultron.job_state import JobState
-from ultron.spec import JobSpec
-from ultron.trial import TrialRequest, TrialResult, TrialStatus
+from ultron.master.early_stopping import StopperDriver
+from ultron.master.job_state import JobState
+from ultron.worker.trial import TrialRequest, TrialResult, TrialStatus
 
-__all__ = ["Master"]
+__all__ = ["Master", "SearchSettings"]
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +36,7 @@ OnResult = Callable[[JobState, int, "TrialResult | None"], None]
 
 
 class Dispatcher(Protocol):
-    """Runs trials: :class:`~ultron.dispatcher.TrialDispatcher` on Dask, or a simulated one."""
+    """Runs trials: :class:`~ultron.master.TrialDispatcher` on Dask, or a simulated one."""
 
     @property
     def in_flight(self) -> int: ...
@@ -52,13 +51,13 @@ class Dispatcher(Protocol):
 
 
 class Store(Protocol):
-    """Keeps the job's state: :class:`~ultron.job_state.JobStore` on Redis, or in memory."""
+    """Keeps the job's state: :class:`~ultron.master.job_state.JobStore` on Redis, or in memory."""
 
     def save(self, state: JobState, new: Sequence[TrialResult] = ()) -> None: ...
 
 
 class Cache(Protocol):
-    """Scores by configuration: :class:`~ultron.score_cache.ScoreCache`, or in memory."""
+    """Scores by configuration: :class:`~ultron.master.score_cache.ScoreCache`, or in memory."""
 
     def get_many(self, configs: Sequence[Config]) -> list[dict[str, Any] | None]: ...
 
@@ -81,11 +80,29 @@ def _score(result: TrialResult) -> float:
     return float(result.score) if result.status.ok and result.score is not None else math.nan
 
 
+@dataclass(frozen=True)
+class SearchSettings:
+    """The four numbers of a job spec that the master's loops read.
+
+    Attributes:
+        num_iterations: the budget: how many trials the job scores.
+        parallelism: at most this many trials run at once.
+        max_failed_share: the job fails once more than this share of the budget failed.
+        tell_stopped: whether the strategy hears the last score of an early-stopped trial
+            (otherwise NaN).
+    """
+
+    num_iterations: int
+    parallelism: int
+    max_failed_share: float = 0.5
+    tell_stopped: bool = True
+
+
 @dataclass
 class Master:
     """Runs one job's search with its strategy, cache, dispatcher and stored state."""
 
-    spec: JobSpec
+    settings: SearchSettings
     strategy: HPOAlgorithm
     cache: Cache
     dispatcher: Dispatcher
@@ -103,7 +120,7 @@ class Master:
 
     @property
     def budget_left(self) -> int:
-        return self.spec.num_iterations - len(self.state.trials)
+        return self.settings.num_iterations - len(self.state.trials)
 
     def _new_id(self) -> str:
         trial_id = f"{self.state.next_trial:04d}"
@@ -193,7 +210,7 @@ class Master:
     def _commit(self, candidates: list[Config], results: list[TrialResult]) -> None:
         """Hand scores to the strategy and checkpoint the state."""
         self.state.trials.extend(results)
-        tell_stopped = self.spec.early_stopping is None or self.spec.early_stopping.tell_stopped
+        tell_stopped = self.settings.tell_stopped
         scores = [
             math.nan if r.status is TrialStatus.STOPPED and not tell_stopped else _score(r)
             for r in results
@@ -213,12 +230,13 @@ class Master:
     def _check_failures(self) -> None:
         """Fail the job as soon as more than ``max_failed_share`` of its budget has failed."""
         failed = [t for t in self.state.trials if t.status in _FAILURES]
-        if len(failed) > self.spec.max_failed_share * self.spec.num_iterations:
+        budget, share = self.settings.num_iterations, self.settings.max_failed_share
+        if len(failed) > share * budget:
             kinds = sorted({str(t.status) for t in failed})
             raise JobFailedError(
-                f"{len(failed)} of {self.spec.num_iterations} trials failed ({', '.join(kinds)}; "
+                f"{len(failed)} of {budget} trials failed ({', '.join(kinds)}; "
                 f"first: trial {failed[0].trial_id}: {failed[0].error}), more than "
-                f"max_failed_share={self.spec.max_failed_share}. Fix: see the tracebacks in the "
+                f"max_failed_share={share}. Fix: see the tracebacks in the "
                 "trial table and the trial logs; raise max_failed_share to tolerate more"
             )
 
@@ -226,7 +244,7 @@ class Master:
         """The paper's loop: rounds of ``parallelism`` candidates."""
         while self.budget_left > 0:
             self.check()
-            wanted = min(self.spec.parallelism, self.budget_left)
+            wanted = min(self.settings.parallelism, self.budget_left)
             candidates = list(self.strategy.sample_hyperparameter_candidates(wanted))[:wanted]
             if not candidates:
                 logger.info("the strategy has no more candidates")
@@ -277,7 +295,7 @@ class Master:
         pending: dict[str, Config] = {}
         done = {t.trial_id for t in self.state.trials}
         for trial_id, config in sorted(self.interrupted.items()):
-            if trial_id not in done and launched < self.spec.num_iterations:
+            if trial_id not in done and launched < self.settings.num_iterations:
                 # Running when the master died: the same trial, from its last checkpoint.
                 launched += 1
                 self.state.next_trial = max(self.state.next_trial, int(trial_id) + 1)
@@ -288,13 +306,13 @@ class Master:
         while True:
             self.check()
             busy = self.dispatcher.in_flight + len(self._to_start)
-            can_start_new = not exhausted and launched < self.spec.num_iterations
-            for stopped in self._run_commands(self.spec.parallelism - busy, can_start_new):
+            can_start_new = not exhausted and launched < self.settings.num_iterations
+            for stopped in self._run_commands(self.settings.parallelism - busy, can_start_new):
                 self._commit([pending.pop(stopped.trial_id)], [stopped])
             while (
                 not exhausted
-                and launched < self.spec.num_iterations
-                and self.dispatcher.in_flight + len(self._to_start) < self.spec.parallelism
+                and launched < self.settings.num_iterations
+                and self.dispatcher.in_flight + len(self._to_start) < self.settings.parallelism
             ):
                 candidates = list(self.strategy.sample_hyperparameter_candidates(1))[:1]
                 if not candidates:

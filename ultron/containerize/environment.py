@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeAlias
 
-from ultron.code_archive import safe_extract
+from ultron.containerize.archive import safe_extract
 from ultron.errors import CodeBaseError
 
 __all__ = [

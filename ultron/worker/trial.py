@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
 from typing import Any
 
-from algorithms.space import canonical
+from ultron.algorithms.space import canonical
 
 __all__ = ["TrialRequest", "TrialResult", "TrialStatus", "trial_seed"]
 
@@ -76,6 +76,9 @@ class TrialRequest(_Serial):
     grace_period: float = 30.0
     data: dict[str, Any] | None = None
     checkpoint_url: str | None = None
+    # The code base's import folders, put first on the trial process's path (see
+    # ultron.containerize.usercode): the user's modules win over any of the same name.
+    code_paths: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

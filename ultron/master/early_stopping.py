@@ -16,8 +16,8 @@ import threading
 import time
 from typing import Any
 
-from algorithms.stoppers.base import Command, Decision, Stopper
-from ultron.model import report_stream_key, stop_key
+from ultron.algorithms.stoppers.base import Command, Decision, Stopper
+from ultron.services import keys
 
 __all__ = ["StopperDriver"]
 
@@ -29,7 +29,7 @@ class StopperDriver:
 
     Args:
         stopper: the stopper.
-        client: a Redis client (``ultron.redis_client.connect``); ``None`` in a simulation,
+        client: a Redis client (``ultron.services.redis_client.connect``); ``None`` in a simulation,
             where the simulated workers call :meth:`feed` themselves and honour decisions at once.
         job_id: the job.
         metric: the reported metric the stopper judges.
@@ -58,7 +58,7 @@ class StopperDriver:
             self._thread.join(timeout=5)
 
     def _run(self) -> None:
-        key = report_stream_key(self.job_id)
+        key = keys.report_stream(self.job_id)
         assert self.client is not None  # started only with a client
         while not self._stop.is_set():
             try:
@@ -74,7 +74,7 @@ class StopperDriver:
         """Judge every report still in the stream (called before deciding a trial's outcome)."""
         if self.client is None:
             return
-        key = report_stream_key(self.job_id)
+        key = keys.report_stream(self.job_id)
         while (raw := self.client.lpop(key)) is not None:
             self.feed(json.loads(raw))
 
@@ -131,9 +131,9 @@ class StopperDriver:
         if self.client is None:
             return
         if value is None:
-            self.client.delete(stop_key(self.job_id, trial_id))
+            self.client.delete(keys.trial_stop(self.job_id, trial_id))
         else:
-            self.client.set(stop_key(self.job_id, trial_id), value)
+            self.client.set(keys.trial_stop(self.job_id, trial_id), value)
 
     def poll(self, *, free_slots: int, can_start_new: bool) -> list[Command]:
         with self._lock:

@@ -1,9 +1,11 @@
 """The trial process: a warm child of a Dask worker that runs the user's ``score``.
 
-It is started with the trial environment's interpreter (``python -m ultron.trial_process FD``),
-imports the user's model once, then serves trial requests over a socket until the socket closes.
-A user error is caught and reported, and the process serves the next trial; a crash kills only
-this process, which the worker replaces (see :mod:`ultron.trial_runner`).
+It is started with the trial environment's interpreter (``python -P -m ultron.worker.process FD
+[CODE_PATH ...]``): the code base's folders go first on ``sys.path`` and the worker's current
+folder is not on it, so the user's modules own their names. It imports the user's model once,
+then serves trial requests over a socket until the socket closes. A user error is caught and
+reported, and the process serves the next trial; a crash kills only this process, which the
+worker replaces (see :mod:`ultron.worker.runner`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -128,8 +131,14 @@ def _exit_with_parent() -> None:
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
-def main(fd: int) -> None:
-    """Serve requests on the inherited socket ``fd`` until it closes or says ``exit``."""
+def main(fd: int, code_paths: Sequence[str] = ()) -> None:
+    """Serve requests on the inherited socket ``fd`` until it closes or says ``exit``.
+
+    Args:
+        fd: the socket to the worker.
+        code_paths: the code base's import folders, put first on ``sys.path``.
+    """
+    sys.path[:0] = [path for path in code_paths if path not in sys.path]
     _exit_with_parent()
     conn = Connection(fd)
     models: dict[str, Any] = {}
@@ -154,4 +163,4 @@ def main(fd: int) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]))
+    main(int(sys.argv[1]), sys.argv[2:])

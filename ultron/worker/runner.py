@@ -1,4 +1,4 @@
-"""Runs trials on a Dask worker, each in a warm child process (:mod:`ultron.trial_process`).
+"""Runs trials on a Dask worker, each in a warm child process (:mod:`ultron.worker.process`).
 
 Starting a fresh interpreter and importing the user's code for every trial would cost about as
 much as a short trial, so each worker keeps warm trial processes, one per concurrent slot, and
@@ -18,12 +18,13 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from typing import Any
 
-from ultron.model import reports_key, stop_key
-from ultron.trial import TrialRequest, TrialResult, TrialStatus
-from ultron.trial_checkpoints import restore_for, start_sync
+from ultron.services import keys
+from ultron.worker.checkpoints import restore_for, start_sync
+from ultron.worker.trial import TrialRequest, TrialResult, TrialStatus
 
 __all__ = ["WarmProcess", "run_trial", "shutdown_processes", "warm_up"]
 
@@ -37,15 +38,22 @@ class ProcessDied(Exception):
 
 
 class WarmProcess:
-    """One long-lived trial process and the socket to it."""
+    """One long-lived trial process of one code base, and the socket to it.
 
-    def __init__(self, python: str, *, log_path: str) -> None:
+    ``python -P`` keeps the folder the worker was started from off the trial's ``sys.path``;
+    the code base's ``code_paths`` go first on it instead, so the user's module names are
+    the user's (a ``tasks`` or ``algorithms`` package of theirs included).
+    """
+
+    def __init__(self, python: str, code_paths: Sequence[str] = (), *, log_path: str) -> None:
         self.python = python
+        self.code_paths = tuple(code_paths)
         parent, child = socket.socketpair()
         os.makedirs(os.path.dirname(log_path), exist_ok=True)
+        command = [python, "-P", "-m", "ultron.worker.process", str(child.fileno())]
         with open(log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                [python, "-m", "ultron.trial_process", str(child.fileno())],
+                [*command, *self.code_paths],
                 pass_fds=[child.fileno()],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
@@ -101,9 +109,10 @@ def _describe_exit(code: int) -> str:
     return f"trial process exited with code {code}"
 
 
-# Idle warm processes of this worker, by interpreter. A thread takes one out while it runs a
-# trial, so a worker with several threads runs several processes.
-_idle: dict[str, list[WarmProcess]] = {}
+# Idle warm processes of this worker, by interpreter and code base: a process that imported one
+# code base's modules never serves another's. A thread takes one out while it runs a trial, so
+# a worker with several threads runs several processes.
+_idle: dict[tuple[str, tuple[str, ...]], list[WarmProcess]] = {}
 _lock = threading.Lock()
 
 
@@ -116,20 +125,21 @@ def _interpreter(python: str) -> str:
     return python if os.path.exists(python) else sys.executable
 
 
-def _checkout(python: str, log_path: str) -> WarmProcess:
+def _checkout(python: str, code_paths: Sequence[str], log_path: str) -> WarmProcess:
     python = _interpreter(python)
+    paths = tuple(path for path in code_paths if os.path.isdir(path))
     with _lock:
-        pool = _idle.setdefault(python, [])
+        pool = _idle.setdefault((python, paths), [])
         while pool:
             process = pool.pop()
             if process.alive():
                 return process
-    return WarmProcess(python, log_path=log_path)
+    return WarmProcess(python, paths, log_path=log_path)
 
 
 def _checkin(process: WarmProcess) -> None:
     with _lock:
-        _idle.setdefault(process.python, []).append(process)
+        _idle.setdefault((process.python, process.code_paths), []).append(process)
 
 
 def _worker_name() -> str:
@@ -141,11 +151,14 @@ def _worker_name() -> str:
         return f"pid-{os.getpid()}"
 
 
-def warm_up(python: str, model: str, log_dir: str, slots: int = 1) -> int:
+def warm_up(
+    python: str, code_paths: Sequence[str], model: str, log_dir: str, slots: int = 1
+) -> int:
     """Start ``slots`` trial processes on this worker and import the model in each."""
     started = []
     for _ in range(slots):
-        process = _checkout(python, os.path.join(log_dir, f"worker-{os.getpid()}.log"))
+        log_path = os.path.join(log_dir, f"worker-{os.getpid()}.log")
+        process = _checkout(python, code_paths, log_path)
         answer = process.call({"op": "import", "model": model}, timeout=_START_TIMEOUT_S)
         if "error" in answer:
             logger.warning("warm-up import of %s failed: %s", model, answer["error"])
@@ -174,7 +187,7 @@ _clients: dict[str, Any] = {}
 
 def _redis(url: str) -> Any:
     if url not in _clients:
-        from ultron.redis_client import connect
+        from ultron.services.redis_client import connect
 
         _clients[url] = connect(url)
     return _clients[url]
@@ -186,7 +199,7 @@ def _wait_for_answer(process: WarmProcess, request: TrialRequest) -> dict[str, A
     if not request.stream_reports:
         return process.receive(request.timeout)
     deadline = None if request.timeout is None else time.monotonic() + request.timeout
-    key = stop_key(request.job_id, request.trial_id)
+    key = keys.trial_stop(request.job_id, request.trial_id)
     while True:
         left = 1.0 if deadline is None else min(1.0, max(deadline - time.monotonic(), 0.0))
         try:
@@ -201,7 +214,9 @@ def _wait_for_answer(process: WarmProcess, request: TrialRequest) -> dict[str, A
 
 def _last_reported(request: TrialRequest) -> float | None:
     client = _redis(request.redis_url)
-    for raw in reversed(client.lrange(reports_key(request.job_id, request.trial_id), -50, -1)):
+    for raw in reversed(
+        client.lrange(keys.trial_reports(request.job_id, request.trial_id), -50, -1)
+    ):
         entry = json.loads(raw)
         if request.metric in entry:
             return float(entry[request.metric])
@@ -215,7 +230,7 @@ def run_trial(request_data: dict[str, Any]) -> dict[str, Any]:
     plus its learning curve under ``curve``.
     """
     request = TrialRequest.from_dict(request_data)
-    done_key = _result_key(request)
+    done_key = keys.trial_result(request.job_id, request.trial_id, request.attempt)
     finished = _redis(request.redis_url).get(done_key)
     if finished is not None:  # Dask ran this attempt again (its result was on a lost worker)
         logger.info(
@@ -225,7 +240,8 @@ def run_trial(request_data: dict[str, Any]) -> dict[str, Any]:
         return answer
     log_dir = os.path.dirname(request.log_path)
     started = time.monotonic()
-    process = _checkout(request.python, os.path.join(log_dir, f"worker-{os.getpid()}.log"))
+    log_path = os.path.join(log_dir, f"worker-{os.getpid()}.log")
+    process = _checkout(request.python, request.code_paths, log_path)
     base = {
         "trial_id": request.trial_id,
         "hyperparameters": request.hyperparameters,
@@ -266,8 +282,3 @@ def run_trial(request_data: dict[str, Any]) -> dict[str, Any]:
     answer = {**result.to_dict(), "curve": curve}
     _redis(request.redis_url).set(done_key, json.dumps(answer))
     return answer
-
-
-def _result_key(request: TrialRequest) -> str:
-    """Where a finished attempt's result waits, so that running it again returns it instead."""
-    return f"ultron:job:{request.job_id}:run:result:{request.trial_id}:{request.attempt}"

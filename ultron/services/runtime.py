@@ -7,9 +7,9 @@ import logging
 import os
 from collections.abc import Iterator
 
-from ultron.paths import ultron_home
-from ultron.redis_server import ensure_embedded_redis
-from ultron.spec import JobSpec
+from ultron.services.paths import ultron_home
+from ultron.services.redis_server import ensure_embedded_redis
+from ultron.spec.job import JobSpec
 
 __all__ = ["job_redis"]
 

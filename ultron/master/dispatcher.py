@@ -10,12 +10,13 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ultron.environment import TrialEnvironment
-from ultron.job_state import JobStore
-from ultron.paths import job_results_url
-from ultron.spec import JobSpec
-from ultron.trial import TrialRequest, TrialResult, TrialStatus, trial_seed
-from ultron.trial_runner import run_trial
+from ultron.containerize.environment import TrialEnvironment
+from ultron.containerize.usercode import import_paths
+from ultron.master.job_state import JobStore
+from ultron.services.paths import job_results_url
+from ultron.spec.job import JobSpec
+from ultron.worker.runner import run_trial
+from ultron.worker.trial import TrialRequest, TrialResult, TrialStatus, trial_seed
 
 __all__ = ["TrialDispatcher"]
 
@@ -75,6 +76,7 @@ class TrialDispatcher:
             hyperparameters=config,
             model=self.spec.model,
             python=str(self.env.python),
+            code_paths=import_paths(self.env.source),
             metric=self.spec.objective.metric,
             seed=trial_seed(self.spec.seed, config),
             checkpoint_path=os.path.join(self.scratch, "checkpoints", trial_id),

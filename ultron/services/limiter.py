@@ -24,6 +24,7 @@ from typing import Any
 import redis
 
 from ultron.errors import ConfigIssue, ResourceTimeoutError, UltronError
+from ultron.services import keys
 
 __all__ = ["Holding", "Lease", "LeaseKeeper", "ResourceLimiter", "read_max_units"]
 
@@ -153,7 +154,7 @@ def _check_ttl(ttl_s: float) -> int:
     return max(1, round(ttl_s * 1000))
 
 
-def read_max_units(client: redis.Redis, *, default: int, namespace: str = "ultron") -> int:
+def read_max_units(client: redis.Redis, *, default: int, namespace: str = keys.NAMESPACE) -> int:
     """Returns the cluster-wide limit from ``{namespace}:limiter:max_units``, else ``default``.
 
     An operator sets the limit once with ``SET ultron:limiter:max_units 64``.
@@ -161,7 +162,7 @@ def read_max_units(client: redis.Redis, *, default: int, namespace: str = "ultro
     Raises:
         UltronError: the key holds something other than a positive integer.
     """
-    key = f"{namespace}:limiter:max_units"
+    key = keys.limiter("max_units", namespace=namespace)
     raw = client.get(key)
     if raw is None:
         return default
@@ -197,7 +198,7 @@ class ResourceLimiter:
         redis_client: redis.Redis,
         *,
         max_units: int,
-        namespace: str = "ultron",
+        namespace: str = keys.NAMESPACE,
         tenant: str = "default",
         tenant_max_units: int | None = None,
     ) -> None:
@@ -210,8 +211,8 @@ class ResourceLimiter:
         self.namespace = namespace
         self.tenant = tenant
         self.tenant_max_units = tenant_max_units
-        prefix = f"{namespace}:limiter:"
-        self._keys = [prefix + name for name in ("leases", "units", "tenant", "owners", "jobs")]
+        names = ("leases", "units", "tenant", "owners", "jobs")
+        self._keys = [keys.limiter(name, namespace=namespace) for name in names]
         # register_script only hashes the source; the script is loaded on first use.
         self._script = redis_client.register_script(_SCRIPT)
 

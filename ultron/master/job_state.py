@@ -1,14 +1,9 @@
 """The job's state in Redis: what outlives the master process.
 
-Persistent keys of job ``<id>`` (what a restarted master reads):
-
-- ``ultron:job:<id>``: a hash with the status, the strategy's state and the next trial number;
-- ``ultron:job:<id>:trials``: a hash, trial id -> the trial's row of the trial table;
-- ``ultron:job:<id>:curves``: a hash, trial id -> what the trial reported.
-
-Each update writes the new rows only, in one transaction with the strategy's state. Every key
-under ``ultron:job:<id>:run:`` (running trials, reports, stop flags) is transient: ``finalize``
-removes them all.
+The job's hash, trial table and curves (:mod:`ultron.services.keys` has the layout) are what a
+restarted master reads. Each update writes the new rows only, in one transaction with the
+strategy's state. Every key under the job's ``run:`` prefix (running trials, reports, stop
+flags) is transient: ``finalize`` removes them all.
 """
 
 from __future__ import annotations
@@ -20,7 +15,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from ultron.trial import TrialResult
+from ultron.services import keys
+from ultron.worker.trial import TrialResult
 
 __all__ = ["JobState", "JobStatus", "JobStore"]
 
@@ -49,16 +45,17 @@ class JobState:
 class JobStore:
     """Reads and writes :class:`JobState` and the job's transient keys."""
 
-    def __init__(self, client: Any, job_id: str, *, namespace: str = "ultron") -> None:
+    def __init__(self, client: Any, job_id: str, *, namespace: str = keys.NAMESPACE) -> None:
         self.client = client
         self.job_id = job_id
-        self.key = f"{namespace}:job:{job_id}"
-        self.trials_key = f"{self.key}:trials"
-        self.curves_key = f"{self.key}:curves"
+        self.namespace = namespace
+        self.key = keys.job(job_id, namespace=namespace)
+        self.trials_key = keys.job_trials(job_id, namespace=namespace)
+        self.curves_key = keys.job_curves(job_id, namespace=namespace)
 
     def transient(self, *parts: str) -> str:
         """A key under the job's transient prefix, removed by ``finalize``."""
-        return ":".join((self.key, "run", *parts))
+        return keys.job_run(self.job_id, *parts, namespace=self.namespace)
 
     def load(self) -> JobState | None:
         """The saved state, or ``None`` for a new job."""

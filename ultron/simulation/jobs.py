@@ -1,24 +1,31 @@
-"""The real master loop against a benchmark, on a simulated clock (HyperDrive section 7).
+"""The simulator: the real master loop against a benchmark, on a simulated clock.
 
-:func:`simulate_job` runs :class:`~ultron.master.Master` — the same asynchronous loop, strategy,
-score cache logic and stopper driver a real job uses — with a :class:`SimulatedDispatcher` in
-place of Dask: each trial "trains" by reading its known learning curve from the benchmark, one
-step per event, and the clock jumps from event to event. Reports reach the stopper as they would
-from ``ultron.report``, and a stop or suspend is honoured at that step (a cooperative model).
-A day of a 256-worker cluster runs in seconds. Nothing touches Redis: the job's state and score
-cache live in memory (:class:`MemoryStore`, :class:`MemoryCache`).
+As in HyperDrive's trace-driven simulator (section 7) and Syne Tune's simulator backend,
+:func:`simulate_job` runs :class:`~ultron.master.loops.Master` — the same asynchronous loop,
+strategy, score cache logic and stopper driver a real job uses — with a
+:class:`SimulatedDispatcher` in place of Dask: each trial "trains" by replaying its known
+learning curve (:class:`~ultron.simulation.benchmark.Benchmark`), one step per event, and the
+clock jumps from event to event. Reports reach the stopper as they would from ``ultron.report``,
+and a stop or suspend is honoured at that step (a cooperative model). A free worker first serves
+the stopper's resumes, then asks the strategy for one new configuration; the strategy hears a
+trial's score when the trial ends (finished or stopped; a suspended trial has not ended), as in
+a real job. A day of a 256-worker cluster runs in seconds, because nothing trains. Nothing
+touches Redis: the job's state and score cache live in memory (:class:`MemoryStore`,
+:class:`MemoryCache`).
 
 Example:
-    >>> from algorithms import Choice, Direction, GridSearch, SearchSpace
-    >>> from algorithms.simulation import LearningCurve
+    >>> from ultron.algorithms import Choice, Direction, GridSearch, SearchSpace
+    >>> from ultron.simulation.benchmark import LearningCurve
     >>> class Toy:
     ...     search_space = SearchSpace({"x": Choice((1, 2, 3))})
     ...     direction, max_resource = Direction.MINIMIZE, 3
     ...     def learning_curve(self, config):
     ...         return LearningCurve(values=(3.0, 2.0, float(config["x"])), durations=(1, 1, 1))
     >>> out = simulate_job(Toy(), GridSearch(Toy.search_space), budget=3, workers=3)
-    >>> out.best_score, out.elapsed
-    (1.0, 3.0)
+    >>> out.best_score, out.elapsed, out.steps_trained
+    (1.0, 3.0, 9)
+    >>> out.time_to_target(2.0)
+    3.0
 """
 
 from __future__ import annotations
@@ -30,16 +37,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from algorithms.base import Direction, HPOAlgorithm
-from algorithms.simulation import Benchmark, LearningCurve, SimulatedClock
-from algorithms.space import Config, canonical
-from algorithms.stoppers.base import Decision, Stopper
-from ultron.early_stopping import StopperDriver
-from ultron.job_state import JobState
-from ultron.master import Master
-from ultron.results import best_trial
-from ultron.spec import JobSpec
-from ultron.trial import TrialRequest, TrialResult, TrialStatus
+from ultron.algorithms.base import Direction, HPOAlgorithm
+from ultron.algorithms.space import Config, canonical
+from ultron.algorithms.stoppers.base import Decision, Stopper
+from ultron.master.early_stopping import StopperDriver
+from ultron.master.job_state import JobState
+from ultron.master.loops import Master, SearchSettings
+from ultron.master.results import best_trial
+from ultron.simulation.benchmark import Benchmark, LearningCurve, SimulatedClock
+from ultron.worker.trial import TrialRequest, TrialResult, TrialStatus
 
 __all__ = ["MemoryCache", "MemoryStore", "SimulatedDispatcher", "SimulatedJob", "simulate_job"]
 
@@ -97,7 +103,9 @@ class SimulatedDispatcher:
         self._events: list[tuple[float, int, str]] = []
         self._seq = 0
         self._running: dict[str, _Running] = {}
-        self.progress: dict[str, int] = {}  # steps done per trial, kept across suspensions
+        # Kept across suspensions: a resumed trial goes on from its checkpoint, on the same curve.
+        self._curves: dict[str, LearningCurve] = {}
+        self.progress: dict[str, int] = {}  # steps done per trial
 
     @property
     def in_flight(self) -> int:
@@ -123,7 +131,11 @@ class SimulatedDispatcher:
 
     def start(self, *requests: TrialRequest) -> None:
         for request in requests:
-            curve = self.benchmark.learning_curve(request.hyperparameters)
+            curve = self._curves.get(request.trial_id)
+            if curve is None:
+                curve = self._curves[request.trial_id] = self.benchmark.learning_curve(
+                    request.hyperparameters
+                )
             self._running[request.trial_id] = _Running(request, curve, self.clock.now)
             self._schedule(request.trial_id)
 
@@ -144,7 +156,7 @@ class SimulatedDispatcher:
             step = self.progress[trial_id] = self.progress.get(trial_id, 0) + 1
             self.steps_trained += 1
             value = running.curve.values[step - 1]
-            report = {"trial_id": trial_id, "step": step, _METRIC: value}
+            report = {"trial_id": trial_id, "step": step, "time": now, _METRIC: value}
             running.reports.append(report)
             told = None
             if self.driver is not None:
@@ -180,8 +192,10 @@ class SimulatedJob:
         elapsed: simulated seconds until the last trial ended.
         steps_trained: steps (epochs) trained in all.
         steps_reached: trial id -> the step it got to (over all its attempts).
-        curves: trial id -> what it reported, all attempts together (the job's curves).
+        curves: trial id -> what it reported (``step``, ``time``, ``value``), all attempts
+            together (the job's curves).
         best_over_time: (simulated time, best score so far) after each trial.
+        direction: whether lower or higher scores are better.
     """
 
     trials: list[TrialResult]
@@ -191,6 +205,15 @@ class SimulatedJob:
     steps_reached: dict[str, int]
     curves: dict[str, list[dict[str, Any]]]
     best_over_time: list[tuple[float, float]]
+    direction: Direction
+
+    def time_to_target(self, target: float) -> float:
+        """Simulated seconds until a finished trial's score reached ``target`` (inf if never)."""
+        maximize = self.direction is Direction.MAXIMIZE
+        for when, score in self.best_over_time:
+            if (score >= target) if maximize else (score <= target):
+                return when
+        return math.inf
 
 
 def simulate_job(
@@ -204,7 +227,7 @@ def simulate_job(
     tell_stopped: bool = True,
     target: float | None = None,
 ) -> SimulatedJob:
-    """Run :class:`~ultron.master.Master`'s asynchronous loop over a simulated cluster.
+    """Run :class:`~ultron.master.loops.Master`'s asynchronous loop over a simulated cluster.
 
     With ``target``, the job ends as soon as a finished trial's score reaches it (as a user
     would cancel a job that found what it needed); otherwise it spends the whole budget.
@@ -214,48 +237,36 @@ def simulate_job(
     if stopper is not None:
         driver = StopperDriver(stopper, None, "simulated", metric=_METRIC)
     dispatcher = SimulatedDispatcher(benchmark, clock, driver=driver)
-    # Master reads only the budget, the parallelism and tell_stopped from the spec; the search
-    # space and the stopper's settings live in the strategy and the stopper themselves.
-    spec = JobSpec.model_validate(
-        {
-            "code": ".",
-            "model": "simulated:Benchmark",
-            "search_space": {"simulated": [0]},
-            "num_iterations": budget,
-            "parallelism": workers,
-            "loop": "async",
-            "max_failed_share": 1.0,
-            **(
-                {
-                    "early_stopping": {
-                        "type": "median",
-                        "max_resource": benchmark.max_resource,
-                        "tell_stopped": tell_stopped,
-                    }
-                }
-                if stopper
-                else {}
-            ),
-        },
-        context={"check_paths": False},
-    )
     best: list[tuple[float, float]] = []
     direction = Direction(benchmark.direction)
+    maximize = direction is Direction.MAXIMIZE
+    folded = 0  # rows of the trial table already counted in ``best``
 
     def record(state: JobState, running: int, last: TrialResult | None) -> None:
-        top = best_trial(state.trials + ([last] if last else []), direction)
+        # Only the rows added since the last call: the whole table each time is quadratic.
+        nonlocal folded
+        scores = [best[-1][1]] if best else []
+        top = best_trial([*state.trials[folded:], *([last] if last else [])], direction)
+        folded = len(state.trials)
         if top is not None and top.score is not None:
-            best.append((clock.now, top.score))
+            scores.append(top.score)
+        if scores:
+            best.append((clock.now, max(scores) if maximize else min(scores)))
 
     def reached() -> None:
         if target is not None and best:
             score = best[-1][1]
-            if (score >= target) if direction is Direction.MAXIMIZE else (score <= target):
+            if (score >= target) if maximize else (score <= target):
                 raise _TargetReached
 
     state = JobState("simulated")
     master = Master(
-        spec=spec,
+        settings=SearchSettings(
+            num_iterations=budget,
+            parallelism=workers,
+            max_failed_share=1.0,
+            tell_stopped=tell_stopped,
+        ),
         strategy=strategy,
         cache=MemoryCache(),
         dispatcher=dispatcher,
@@ -276,12 +287,5 @@ def simulate_job(
         steps_reached=dict(dispatcher.progress),
         curves=dict(state.curves),
         best_over_time=best,
+        direction=direction,
     )
-
-
-def time_to_target(job: SimulatedJob, target: float, *, maximize: bool) -> float:
-    """Simulated seconds until the best score reached ``target`` (inf if never)."""
-    for when, score in job.best_over_time:
-        if (score >= target) if maximize else (score <= target):
-            return when
-    return math.inf

@@ -1,6 +1,6 @@
 """The worker's side of checkpointing: restore before a resumed attempt, sync while it runs.
 
-Each trial attempt on a worker gets a :class:`~ultron.checkpoints.CheckpointSyncer` that uploads
+Each trial attempt on a worker gets a :class:`~ultron.worker.syncer.CheckpointSyncer` that uploads
 the complete checkpoint folders of its ``checkpoint_path`` to
 ``<storage>/<job_id>/checkpoints/<trial_id>/`` from a side thread; when the attempt ends the
 syncer finishes its uploads in the background. ``finalize`` calls :func:`flush_checkpoints` on
@@ -12,8 +12,9 @@ from __future__ import annotations
 import logging
 import threading
 
-from ultron.checkpoints import CheckpointSyncer, restore_latest
-from ultron.trial import TrialRequest
+from ultron.worker.checkpoint_store import restore_latest
+from ultron.worker.syncer import CheckpointSyncer
+from ultron.worker.trial import TrialRequest
 
 __all__ = ["flush_checkpoints", "restore_for", "start_sync"]
 

@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from ultron.spec import JobSpec
+from ultron.spec.job import JobSpec
 
 __all__ = ["ClusterHandle", "start_cluster"]
 

@@ -1,0 +1,171 @@
+"""Builds the job's search strategy: a built-in by name, or the user's own class (paper IV-B).
+
+A user's class is found by its dotted path in the user's code base and constructed with the
+arguments its ``__init__`` accepts among ``search_space``, ``seed``, ``direction`` and the spec's
+``strategy_options``; it needs only ``sample_hyperparameter_candidates`` and ``update_state``.
+The caller imports it inside :func:`ultron.containerize.user_code`, so the code base's own
+modules win over anything of the same name.
+
+A job builds its strategy and its stopper once, in the flow, before it takes resources;
+:func:`check_options` checks a built-in's options before the flow starts without building
+anything.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from ultron.algorithms.base import HPOAlgorithm
+from ultron.algorithms.registry import is_builtin, load_object, resolve_strategy
+from ultron.algorithms.stoppers.base import Stopper
+from ultron.errors import ConfigIssue, SpecError
+from ultron.spec.job import EarlyStopping, JobSpec
+
+__all__ = ["build_stopper", "build_strategy", "check_options"]
+
+_STOPPERS = {
+    "asha": "ultron.algorithms.stoppers.asha:ASHA",
+    "hyperband": "ultron.algorithms.stoppers.hyperband:Hyperband",
+    "median": "ultron.algorithms.stoppers.median:MedianStopping",
+    "pop": "ultron.algorithms.stoppers.pop:POP",
+}
+
+
+def build_strategy(spec: JobSpec) -> HPOAlgorithm:
+    """The strategy object for ``spec``.
+
+    A user's class is imported from what the process imports now: build it inside
+    ``user_code(import_paths(env.source))``.
+
+    Raises:
+        SpecError: the class cannot be found, lacks the interface, or rejects the options.
+    """
+    try:
+        cls = resolve_strategy(spec.strategy)
+    except (ImportError, AttributeError) as exc:
+        raise SpecError(
+            [
+                ConfigIssue(
+                    "strategy",
+                    spec.strategy,
+                    f"the class must be importable from the code base ({exc})",
+                    "check the module path and the class name",
+                )
+            ]
+        ) from None
+    kwargs = _strategy_kwargs(spec)
+    if not is_builtin(spec.strategy):
+        params = inspect.signature(cls).parameters
+        takes_any = any(p.kind is p.VAR_KEYWORD for p in params.values())
+        kwargs = {k: v for k, v in kwargs.items() if takes_any or k in params}
+    try:
+        strategy = cls(**kwargs)
+    except (TypeError, ValueError) as exc:
+        raise _rejected(spec, exc) from None
+    if not isinstance(strategy, HPOAlgorithm):
+        raise SpecError(
+            [
+                ConfigIssue(
+                    "strategy",
+                    spec.strategy,
+                    "the class must have sample_hyperparameter_candidates(n) and update_state(...)",
+                    "implement the paper's HPOAlgorithmInterface",
+                )
+            ]
+        )
+    return strategy
+
+
+def build_stopper(spec: JobSpec) -> Stopper | None:
+    """The job's stopper, or ``None`` without early stopping.
+
+    Raises:
+        SpecError: the stopper rejects the options.
+    """
+    if spec.early_stopping is None:
+        return None
+    try:
+        stopper: Stopper = load_object(_STOPPERS[spec.early_stopping.type])(
+            **_stopper_kwargs(spec, spec.early_stopping)
+        )
+    except (TypeError, ValueError) as exc:
+        raise _rejected(spec, exc, stopper=True) from None
+    return stopper
+
+
+def check_options(spec: JobSpec) -> None:
+    """Check a built-in strategy's and the stopper's options by their signatures; builds nothing.
+
+    Raises:
+        SpecError: an option the class does not take, or a required one missing.
+    """
+    if is_builtin(spec.strategy):
+        _bind(resolve_strategy(spec.strategy), _strategy_kwargs(spec), spec, stopper=False)
+    if spec.early_stopping is not None:
+        cls = load_object(_STOPPERS[spec.early_stopping.type])
+        _bind(cls, _stopper_kwargs(spec, spec.early_stopping), spec, stopper=True)
+
+
+def _bind(cls: Callable[..., Any], kwargs: dict[str, Any], spec: JobSpec, *, stopper: bool) -> None:
+    """Bind ``kwargs`` to the class's signature, and ask its ``check_options`` hook, if any,
+    about the options it passes on (an Optuna sampler's)."""
+    try:
+        inspect.signature(cls).bind(**kwargs)
+        hook = getattr(cls, "check_options", None)
+        if hook is not None:
+            hook(
+                **(
+                    spec.early_stopping.options
+                    if stopper and spec.early_stopping
+                    else spec.strategy_options
+                )
+            )
+    except (TypeError, ValueError) as exc:
+        raise _rejected(spec, exc, stopper=stopper) from None
+
+
+def _strategy_kwargs(spec: JobSpec) -> dict[str, Any]:
+    return {
+        "search_space": spec.space,
+        "seed": spec.seed,
+        "direction": spec.objective.mode,
+        **spec.strategy_options,
+    }
+
+
+def _stopper_kwargs(spec: JobSpec, stopping: EarlyStopping) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {
+        "direction": spec.objective.mode,
+        "min_resource": stopping.min_resource,
+        "max_resource": stopping.max_resource,
+    }
+    if stopping.type in ("asha", "hyperband"):
+        kwargs["reduction_factor"] = stopping.reduction_factor
+    if stopping.type == "pop":
+        kwargs.update(slots=spec.parallelism, seed=spec.seed)
+    return {**kwargs, **stopping.options}
+
+
+def _rejected(spec: JobSpec, exc: Exception, *, stopper: bool = False) -> SpecError:
+    if stopper and spec.early_stopping is not None:
+        field, value, name = "early_stopping.options", spec.early_stopping.options, "stopper"
+        who = spec.early_stopping.type
+    else:
+        field, value, name, who = (
+            "strategy_options",
+            spec.strategy_options,
+            "strategy",
+            spec.strategy,
+        )
+    return SpecError(
+        [
+            ConfigIssue(
+                field,
+                value,
+                f"{who} rejected them ({exc})",
+                f"pass only the options the {name} documents",
+            )
+        ]
+    )

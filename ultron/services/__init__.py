@@ -1,0 +1,39 @@
+"""Services a job talks to: the embedded Redis server and its client, the resource limiter,
+the Dask cluster factory, the job's folders, and :mod:`ultron.services.keys`, which owns every
+Redis key.
+"""
+
+from __future__ import annotations
+
+from ultron.services.cluster import ClusterHandle, start_cluster
+from ultron.services.limiter import Holding, Lease, LeaseKeeper, ResourceLimiter, read_max_units
+from ultron.services.paths import (
+    artifact_key,
+    job_results_url,
+    new_job_id,
+    scratch_dir,
+    ultron_home,
+)
+from ultron.services.redis_client import connect
+from ultron.services.redis_server import EmbeddedRedis, ensure_embedded_redis, find_redis_server
+from ultron.services.runtime import job_redis
+
+__all__ = [
+    "ClusterHandle",
+    "EmbeddedRedis",
+    "Holding",
+    "Lease",
+    "LeaseKeeper",
+    "ResourceLimiter",
+    "artifact_key",
+    "connect",
+    "ensure_embedded_redis",
+    "find_redis_server",
+    "job_redis",
+    "job_results_url",
+    "new_job_id",
+    "read_max_units",
+    "scratch_dir",
+    "start_cluster",
+    "ultron_home",
+]

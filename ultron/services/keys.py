@@ -1,0 +1,91 @@
+"""Every Redis key ultron uses, in one place: the layout of what jobs share.
+
+All keys start with a namespace (``ultron`` unless a caller chooses another, as tests do):
+
+- ``<ns>:job:<id>``: a hash with the job's status, its strategy's and stopper's state and the
+  next trial number; ``<ns>:job:<id>:trials`` (trial id -> row of the trial table) and
+  ``<ns>:job:<id>:curves`` (trial id -> what it reported). They outlive the job: a job with
+  the same id resumes from them.
+- ``<ns>:job:<id>:run:*``: transient, removed by ``finalize``: ``running`` (trials in flight),
+  ``reports`` (the report stream of all trials), ``reports:<trial>`` (one trial's reports),
+  ``stop:<trial>`` (early stopping wants the trial to end), ``result:<trial>:<attempt>`` (a
+  finished attempt's result, so that Dask running it again returns it).
+- ``<ns>:cache:<code hash>[:data:<data fingerprint>]``: the score cache, a hash from the
+  canonical configuration to its score.
+- ``<ns>:limiter:<name>``: the resource limiter (``max_units``, ``leases``, ``units``,
+  ``tenant``, ``owners``, ``jobs``).
+
+Example:
+    >>> job("quickstart-1a2b"), trial_stop("quickstart-1a2b", "0003")
+    ('ultron:job:quickstart-1a2b', 'ultron:job:quickstart-1a2b:run:stop:0003')
+    >>> score_cache("c0de", "da7a", namespace="test")
+    'test:cache:c0de:data:da7a'
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "NAMESPACE",
+    "job",
+    "job_curves",
+    "job_run",
+    "job_trials",
+    "limiter",
+    "report_stream",
+    "score_cache",
+    "trial_reports",
+    "trial_result",
+    "trial_stop",
+]
+
+NAMESPACE = "ultron"
+
+
+def job(job_id: str, *, namespace: str = NAMESPACE) -> str:
+    """The job's hash: status, strategy and stopper state, next trial number."""
+    return f"{namespace}:job:{job_id}"
+
+
+def job_trials(job_id: str, *, namespace: str = NAMESPACE) -> str:
+    """The trial table: trial id -> the trial's row."""
+    return f"{job(job_id, namespace=namespace)}:trials"
+
+
+def job_curves(job_id: str, *, namespace: str = NAMESPACE) -> str:
+    """The learning curves: trial id -> what the trial reported."""
+    return f"{job(job_id, namespace=namespace)}:curves"
+
+
+def job_run(job_id: str, *parts: str, namespace: str = NAMESPACE) -> str:
+    """A key under the job's transient prefix (``*`` as the part gives a SCAN pattern)."""
+    return ":".join((job(job_id, namespace=namespace), "run", *parts))
+
+
+def report_stream(job_id: str) -> str:
+    """The job's list of reports of all trials, in arrival order (read by the master)."""
+    return job_run(job_id, "reports")
+
+
+def trial_reports(job_id: str, trial_id: str) -> str:
+    """The list of one trial's reports (its learning curve)."""
+    return job_run(job_id, "reports", trial_id)
+
+
+def trial_stop(job_id: str, trial_id: str) -> str:
+    """Set (to ``{"decision": ..., "at": time}``) when early stopping wants the trial to end."""
+    return job_run(job_id, "stop", trial_id)
+
+
+def trial_result(job_id: str, trial_id: str, attempt: int) -> str:
+    """A finished attempt's result, so that running the attempt again returns it instead."""
+    return job_run(job_id, "result", trial_id, str(attempt))
+
+
+def score_cache(code_hash: str, data_hash: str | None = None, *, namespace: str = NAMESPACE) -> str:
+    """The score cache of one code base (and data set, when the job streams data)."""
+    return f"{namespace}:cache:{code_hash}" + (f":data:{data_hash}" if data_hash else "")
+
+
+def limiter(name: str, *, namespace: str = NAMESPACE) -> str:
+    """One of the resource limiter's keys."""
+    return f"{namespace}:limiter:{name}"

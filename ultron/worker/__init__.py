@@ -1,0 +1,44 @@
+"""The worker side: what a Dask worker runs for each trial (the runner, its warm trial process,
+the checkpoint syncer) and the trial contract the master and the worker share.
+
+:mod:`ultron.worker.process` is the trial process itself, a child of the worker that runs the
+user's ``score``.
+"""
+
+from __future__ import annotations
+
+from ultron.worker.checkpoint_store import (
+    COMMIT_MARKER,
+    committed_names,
+    listing,
+    prune,
+    remote_fs,
+    restore_latest,
+    upload_checkpoint,
+)
+from ultron.worker.checkpoints import flush_checkpoints, restore_for, start_sync
+from ultron.worker.runner import WarmProcess, run_trial, shutdown_processes, warm_up
+from ultron.worker.syncer import CheckpointSyncer
+from ultron.worker.trial import TrialRequest, TrialResult, TrialStatus, trial_seed
+
+__all__ = [
+    "COMMIT_MARKER",
+    "CheckpointSyncer",
+    "TrialRequest",
+    "TrialResult",
+    "TrialStatus",
+    "WarmProcess",
+    "committed_names",
+    "flush_checkpoints",
+    "listing",
+    "prune",
+    "remote_fs",
+    "restore_for",
+    "restore_latest",
+    "run_trial",
+    "shutdown_processes",
+    "start_sync",
+    "trial_seed",
+    "upload_checkpoint",
+    "warm_up",
+]
