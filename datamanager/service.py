@@ -231,8 +231,8 @@ def start_data_service(
     *,
     job_id: str,
     seed: int,
+    work_dir: str | Path,
     base_dir: str | Path = ".",
-    work_dir: str | Path | None = None,
     in_process: bool = False,
     startup_timeout: float = 300.0,
 ) -> DataServiceHandle:
@@ -240,19 +240,18 @@ def start_data_service(
 
     Args:
         data_spec: the job's ``data`` section.
-        job_id: the job; the staged data goes to ``<scratch of the job>/data``.
+        job_id: the job.
         seed: the job seed.
         base_dir: where a relative ``data.url`` starts (the spec's folder).
-        work_dir: where to stage the data and keep the service's log; default the job's scratch.
+        work_dir: where to stage the data and keep the service's log (the job's scratch
+            folder's ``data/`` in a job).
         in_process: run the servers in this process instead of a child process.
         startup_timeout: seconds to wait for a child process to be ready.
 
     Raises:
         DataServiceError: the service did not start; its log is quoted.
     """
-    from ultron.services.paths import scratch_dir
-
-    work = Path(work_dir) if work_dir is not None else scratch_dir(job_id) / "data"
+    work = Path(work_dir)
     work.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(work / "journal", ignore_errors=True)  # an earlier run's dispatcher state
     if in_process:

@@ -89,7 +89,11 @@ def acquire_resources(
         data = None
         if spec.data is not None:
             data = start_data_service(
-                spec.data, job_id=job_id, seed=spec.seed, base_dir=spec.code.parent
+                spec.data,
+                job_id=job_id,
+                seed=spec.seed,
+                base_dir=spec.code.parent,
+                work_dir=scratch_dir(job_id) / "data",
             )
             logger.info("data service at %s", data.dispatcher_address)
     except BaseException:

@@ -10,7 +10,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from datamanager_fixtures import dataset_dir_fixture, service_fixture  # noqa: F401
 
 import ultron.data
 from ultron.datamanager import (

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import doctest
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from datamanager_fixtures import dataset_dir_fixture, make_dataset_fixture  # noqa: F401
 
 from ultron.datamanager import DataSpec, DataValidationError, validate_data
-from ultron.datamanager import validation as validation_module
 
 pytest.importorskip("great_expectations")
 
@@ -30,10 +27,6 @@ def _spec(**changes: Any) -> DataSpec:
 
 def test_good_data_passes(dataset_dir: Path) -> None:
     validate_data(_spec(), base_dir=dataset_dir)
-
-
-def test_docstring_example_runs() -> None:
-    assert doctest.testmod(validation_module).failed == 0
 
 
 def test_every_failing_expectation_is_named(tmp_path: Path, make_dataset: Any) -> None:

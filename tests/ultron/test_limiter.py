@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import doctest
 import json
 import multiprocessing
 import signal
@@ -17,7 +16,6 @@ from multiprocessing.process import BaseProcess
 import pytest
 import redis
 
-import ultron.services.limiter
 from ultron.errors import ResourceTimeoutError, UltronError
 from ultron.services.limiter import Lease, LeaseKeeper, ResourceLimiter, read_max_units
 
@@ -45,15 +43,6 @@ def _poll(condition: Callable[[], bool], *, timeout_s: float, every_s: float = 0
             return True
         time.sleep(every_s)
     return condition()
-
-
-def test_docstring_example_runs(redis_url: str) -> None:
-    globs = {**vars(ultron.services.limiter), "redis_url": redis_url}
-    runner = doctest.DocTestRunner()
-    for test in doctest.DocTestFinder().find(ResourceLimiter, "ResourceLimiter", globs=globs):
-        runner.run(test)
-    results = runner.summarize(verbose=False)
-    assert results.failed == 0 and results.attempted > 0
 
 
 def test_acquire_release_and_holders(limiter: ResourceLimiter) -> None:

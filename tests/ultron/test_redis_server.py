@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import doctest
 import json
 import os
 import re
@@ -14,7 +13,6 @@ from urllib.parse import urlparse
 import pytest
 import redis
 
-import ultron.services.redis_server
 from ultron.errors import UltronError
 from ultron.services.redis_server import EmbeddedRedis, ensure_embedded_redis
 
@@ -25,15 +23,6 @@ def _pid_of(url: str) -> int:
         return int(client.info("server")["process_id"])
     finally:
         client.close()
-
-
-def test_docstring_example_runs() -> None:
-    runner = doctest.DocTestRunner()
-    globs = vars(ultron.services.redis_server).copy()
-    for test in doctest.DocTestFinder().find(EmbeddedRedis, "EmbeddedRedis", globs=globs):
-        runner.run(test)
-    results = runner.summarize(verbose=False)
-    assert results.failed == 0 and results.attempted > 0
 
 
 def test_start_ping_pid_and_stop(tmp_path: Path) -> None:

@@ -151,7 +151,7 @@ def _stopper_kwargs(spec: JobSpec, stopping: EarlyStopping) -> dict[str, Any]:
 def _rejected(spec: JobSpec, exc: Exception, *, stopper: bool = False) -> SpecError:
     if stopper and spec.early_stopping is not None:
         field, value, name = "early_stopping.options", spec.early_stopping.options, "stopper"
-        who = spec.early_stopping.type
+        who: str = spec.early_stopping.type
     else:
         field, value, name, who = (
             "strategy_options",

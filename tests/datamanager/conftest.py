@@ -1,8 +1,4 @@
-"""Fixtures of the Data Manager tests: a small labelled dataset and a real tf.data service.
-
-Not a ``conftest.py``: the test tree has no packages, so two ``conftest.py`` below ``tests/``
-collide; the tests import these fixtures by name instead.
-"""
+"""Fixtures of the Data Manager tests: a small labelled dataset and a real tf.data service."""
 
 from __future__ import annotations
 
