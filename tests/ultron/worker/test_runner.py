@@ -20,7 +20,7 @@ import redis
 from ultron.worker.runner import run_trial, shutdown_processes
 from ultron.worker.trial import TrialRequest, TrialStatus
 
-TOY = Path(__file__).parents[1] / "data" / "toy"
+TOY = Path(__file__).parents[2] / "data" / "toy"
 JOB = f"runner-test-{uuid.uuid4().hex[:8]}"
 
 

@@ -12,6 +12,7 @@ import time
 import uuid
 from collections.abc import Callable
 from multiprocessing.process import BaseProcess
+from pathlib import Path
 
 import pytest
 import redis
@@ -265,7 +266,12 @@ def test_50_threads_never_exceed_max(redis_url: str, namespace: str) -> None:
     _run_contention(redis_url, namespace, threads)
 
 
-def test_50_processes_never_exceed_max(redis_url: str, namespace: str) -> None:
+def test_50_processes_never_exceed_max(
+    redis_url: str, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The children import _contend by this module's name, tests.ultron.services.test_limiter:
+    # from the repository's root (pytest's importlib mode leaves it off sys.path).
+    monkeypatch.syspath_prepend(str(Path(__file__).parents[3]))
     # forkserver: 50 spawned interpreters take tens of seconds on a small machine, and a plain
     # fork copies the threads other fixtures started (Prefect's test server): the children
     # are forked from a clean single-threaded server that has imported redis once.
