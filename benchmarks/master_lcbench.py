@@ -21,7 +21,7 @@ from benchmarks.lcbench import SPACE, LCBench, _asha, _hyperband, _none, _pop
 from ultron.algorithms.optuna_sampler import TPESearch
 from ultron.algorithms.random_search import RandomSearch
 from ultron.simulation.benchmark import SimulatedClock
-from ultron.simulation.jobs import simulate_job, time_to_target
+from ultron.simulation.jobs import simulate_job
 
 METHODS = {
     "Random": (RandomSearch, _none),
@@ -46,7 +46,7 @@ def hours_to_target(
         clock=clock,
         target=target,
     )
-    return time_to_target(job, target, maximize=True) / 3600, job.steps_trained
+    return job.time_to_target(target) / 3600, job.steps_trained
 
 
 def main(seeds: int = 3, budget: int = 2000, workers: tuple[int, ...] = (8, 64)) -> str:

@@ -111,6 +111,11 @@ class SimulatedDispatcher:
     def in_flight(self) -> int:
         return len(self._running)
 
+    @property
+    def trials_started(self) -> int:
+        """Trials that started training (a resume is not a new start)."""
+        return len(self._curves)
+
     def request(
         self, trial_id: str, config: Config, *, attempt: int = 1, resume: bool = False
     ) -> TrialRequest:
@@ -131,13 +136,11 @@ class SimulatedDispatcher:
 
     def start(self, *requests: TrialRequest) -> None:
         for request in requests:
-            curve = self._curves.get(request.trial_id)
-            if curve is None:
-                curve = self._curves[request.trial_id] = self.benchmark.learning_curve(
-                    request.hyperparameters
-                )
-            self._running[request.trial_id] = _Running(request, curve, self.clock.now)
-            self._schedule(request.trial_id)
+            trial_id = request.trial_id
+            if trial_id not in self._curves:
+                self._curves[trial_id] = self.benchmark.learning_curve(request.hyperparameters)
+            self._running[trial_id] = _Running(request, self._curves[trial_id], self.clock.now)
+            self._schedule(trial_id)
 
     def _schedule(self, trial_id: str) -> None:
         running = self._running[trial_id]
@@ -190,6 +193,7 @@ class SimulatedJob:
         trials: the trial table, as a real job's.
         best_score: the best score found.
         elapsed: simulated seconds until the last trial ended.
+        trials_started: trials that started training, finished or not (resumes not counted).
         steps_trained: steps (epochs) trained in all.
         steps_reached: trial id -> the step it got to (over all its attempts).
         curves: trial id -> what it reported (``step``, ``time``, ``value``), all attempts
@@ -201,6 +205,7 @@ class SimulatedJob:
     trials: list[TrialResult]
     best_score: float | None
     elapsed: float
+    trials_started: int
     steps_trained: int
     steps_reached: dict[str, int]
     curves: dict[str, list[dict[str, Any]]]
@@ -283,6 +288,7 @@ def simulate_job(
         trials=list(state.trials),
         best_score=top.score if top else None,
         elapsed=clock.now,
+        trials_started=dispatcher.trials_started,
         steps_trained=dispatcher.steps_trained,
         steps_reached=dict(dispatcher.progress),
         curves=dict(state.curves),

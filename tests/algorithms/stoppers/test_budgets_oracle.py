@@ -23,7 +23,8 @@ from ultron.algorithms.stoppers import (
     asha_rungs,
     hyperband_brackets,
 )
-from ultron.simulation.benchmark import LearningCurve, Simulation
+from ultron.simulation.benchmark import LearningCurve
+from ultron.simulation.jobs import simulate_job
 
 # Table 1 of the Hyperband paper: for each bracket s, (n_i, r_i) per rung i.
 TABLE_1 = {
@@ -97,25 +98,29 @@ class Ordered:
 def test_hyperband_runs_the_published_number_of_trials_per_rung(workers: int) -> None:
     hb = Hyperband(max_resource=81, reduction_factor=3)
     bench = Ordered(81)
-    result = Simulation(
-        bench, RandomSearch(bench.search_space, seed=0), stopper=hb, workers=workers, max_trials=143
-    ).run()
+    job = simulate_job(
+        bench, RandomSearch(bench.search_space, seed=0), stopper=hb, workers=workers, budget=143
+    )
     assert hb.counts() == [(s, [n for n, _ in TABLE_1[s]]) for s in (4, 3, 2, 1, 0)]
+    assert len(job.trials) == 143  # 81 + 34 + 15 + 8 + 5
     # Each step is run once: promoted trials resume from their checkpoint.
-    assert result.steps_run == sum(b.budget_with_resume for b in hyperband_brackets(81))
-    for trial in result.trials:
-        assert trial.steps == list(range(1, len(trial.steps) + 1))
+    assert job.steps_trained == sum(b.budget_with_resume for b in hyperband_brackets(81))
+    for trial in job.trials:
+        curve = job.curves[trial.trial_id]
+        assert [r["step"] for r in curve] == list(range(1, job.steps_reached[trial.trial_id] + 1))
+        # A promoted trial resumes on its own curve (loss = its rank + 1/step), not a new one.
+        assert len({round(r["value"] - 1 / r["step"]) for r in curve}) == 1
     # Successive halving keeps the best: the bracket's first trial (lowest loss) goes all the way.
-    assert len(result.trials[0].steps) == 81
+    assert job.steps_reached["0000"] == 81
 
 
 def test_asha_promotion_pins_trials_per_rung() -> None:
     """With each new trial worse than all before, ASHA promotes exactly floor(n / eta^k)."""
     asha = ASHA(max_resource=81, reduction_factor=3, mode="promotion")
     bench = Ordered(81)
-    Simulation(
-        bench, RandomSearch(bench.search_space, seed=0), stopper=asha, workers=1, max_trials=81
-    ).run()
+    simulate_job(
+        bench, RandomSearch(bench.search_space, seed=0), stopper=asha, workers=1, budget=81
+    )
     state = asha.state_dict()
     assert [len(rung) for rung in state["recorded"]] == [81, 27, 9, 3, 1]
 
@@ -124,9 +129,9 @@ def test_asha_promotion_promotes_at_least_the_top_third() -> None:
     """When later trials are better, earlier promotions stand and a few extra are made."""
     asha = ASHA(max_resource=27, reduction_factor=3, mode="promotion")
     bench = Ordered(27, worse_later=False)
-    Simulation(
-        bench, RandomSearch(bench.search_space, seed=0), stopper=asha, workers=1, max_trials=27
-    ).run()
+    simulate_job(
+        bench, RandomSearch(bench.search_space, seed=0), stopper=asha, workers=1, budget=27
+    )
     sizes = [len(rung) for rung in asha.state_dict()["recorded"]]
     assert sizes[0] == 27
     assert all(sizes[k + 1] >= sizes[k] // 3 for k in range(len(sizes) - 1))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -12,7 +13,9 @@ from ultron.algorithms.base import Direction
 from ultron.algorithms.random_search import RandomSearch
 from ultron.algorithms.space import Choice, IntRange, SearchSpace
 from ultron.algorithms.stoppers import POP, Decision
-from ultron.simulation.benchmark import LearningCurve, SimulatedClock, Simulation, TrialStatus
+from ultron.simulation.benchmark import LearningCurve, SimulatedClock
+from ultron.simulation.jobs import simulate_job
+from ultron.worker.trial import TrialStatus
 
 MAX = 30
 
@@ -67,19 +70,20 @@ def test_non_learning_trials_are_stopped_at_the_kill_threshold() -> None:
     clock = SimulatedClock()
     pop = make_pop(clock)
     bench = Synthetic()
-    result = Simulation(
+    job = simulate_job(
         bench,
         RandomSearch(bench.search_space, seed=1),
         stopper=pop,
         workers=4,
-        max_trials=30,
+        budget=30,
         clock=clock,
-    ).run()
-    flat = [t for t in result.trials if t.config["kind"] == "flat"]
+    )
+    flat = [t for t in job.trials if t.hyperparameters["kind"] == "flat"]
     assert flat, "the seed should draw some flat curves"
     for trial in flat:
         assert trial.status is TrialStatus.STOPPED
-        assert trial.steps == list(range(1, 6))  # stopped at the first boundary
+        steps = [r["step"] for r in job.curves[trial.trial_id]]
+        assert steps == list(range(1, 6))  # stopped at the first boundary
         assert pop.classify(trial.trial_id) == "poor"
 
 
@@ -111,42 +115,42 @@ def test_suspended_trials_in_a_simulation_never_repeat_a_step() -> None:
     clock = SimulatedClock()
     pop = make_pop(clock, slots=3)
     bench = Synthetic()
-    result = Simulation(
+    job = simulate_job(
         bench,
         RandomSearch(bench.search_space, seed=4),
         stopper=pop,
         workers=3,
-        max_trials=12,
+        budget=12,
         clock=clock,
-    ).run()
-    resumed = [t for t in result.trials if t.suspensions and len(t.steps) > 5]
+    )
+    resumed = [t for t in job.trials if t.attempts > 1 and job.steps_reached[t.trial_id] > 5]
     assert resumed, "some suspended trial should have been resumed"
-    for trial in result.trials:
-        assert trial.steps == list(range(1, len(trial.steps) + 1))
-        assert all(b > a for a, b in zip(trial.times, trial.times[1:], strict=False))
-    best = max(max(t.values) for t in result.trials)
-    assert best >= 88.0  # the target is reached
+    for trial in job.trials:
+        curve = job.curves[trial.trial_id]
+        assert [r["step"] for r in curve] == list(range(1, len(curve) + 1))
+        times = [r["time"] for r in curve]
+        assert all(b > a for a, b in pairwise(times))
+    assert job.best_score is not None and job.best_score >= 88.0  # the target is reached
 
 
 def test_pop_reaches_the_target_faster_than_running_every_trial_to_the_end() -> None:
     def time_to_target(stopper: Any, clock: SimulatedClock) -> float:
         bench = Synthetic()
-        result = Simulation(
+        job = simulate_job(
             bench,
             RandomSearch(bench.search_space, seed=7),
             stopper=stopper,
             workers=2,
             target=88.5,
             clock=clock,
-            max_trials=200,
-        ).run()
-        assert result.time_to_target is not None
-        return result.time_to_target
+            budget=200,
+        )
+        return job.time_to_target(88.5)
 
     clock = SimulatedClock()
     with_pop = time_to_target(make_pop(clock, slots=2, target=88.5), clock)
     without = time_to_target(None, SimulatedClock())
-    assert with_pop < without
+    assert with_pop < without < math.inf
 
 
 def test_pop_state_round_trip() -> None:
