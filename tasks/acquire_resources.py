@@ -8,7 +8,6 @@ come back after the TTL), and if the workers cannot be started the units are giv
 from __future__ import annotations
 
 import contextlib
-import os
 from dataclasses import dataclass
 
 from prefect import get_run_logger, task
@@ -21,6 +20,7 @@ from ultron.services.cluster import ClusterHandle, start_cluster
 from ultron.services.limiter import Lease, LeaseKeeper, ResourceLimiter, read_max_units
 from ultron.services.paths import scratch_dir
 from ultron.services.redis_client import connect
+from ultron.settings import settings
 from ultron.spec.job import JobSpec
 from ultron.worker.checkpoints import flush_checkpoints
 from ultron.worker.runner import shutdown_processes, warm_up
@@ -30,17 +30,22 @@ __all__ = ["JobResources", "acquire_resources", "lease_ttl_s"]
 
 def lease_ttl_s() -> float:
     """Seconds a job's lease outlives its last renewal (``ULTRON_LEASE_TTL``, default 30)."""
-    return float(os.environ.get("ULTRON_LEASE_TTL", "30"))
+    return settings().lease_ttl
 
 
 def default_max_units() -> int:
     """The limit when Redis has none set (``ULTRON_MAX_UNITS``, default 64)."""
-    return int(os.environ.get("ULTRON_MAX_UNITS", "64"))
+    return settings().max_units
 
 
 @dataclass
 class JobResources:
-    """What a running job holds: its lease, the thread renewing it, and its Dask cluster."""
+    """What a running job holds: its lease, the thread renewing it, and its Dask cluster.
+
+    The one value tasks hand each other that is not plain data: search_loop submits trials
+    through this Dask client, and finalize must release these very objects (the lease is
+    renewed by a thread; the cluster and the data service are processes this job started).
+    """
 
     limiter: ResourceLimiter
     lease: Lease

@@ -23,6 +23,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from ultron.services import keys
+from ultron.settings import settings
 from ultron.worker.checkpoints import restore_for, start_sync
 from ultron.worker.trial import TrialRequest, TrialResult, TrialStatus
 
@@ -267,7 +268,7 @@ def run_trial(request_data: dict[str, Any]) -> dict[str, Any]:
         process.kill()
         status, extra = TrialStatus.CRASHED, {"error": str(exc)}
     else:
-        if os.environ.get("ULTRON_FRESH_TRIAL_PROCESS") == "1":
+        if settings().fresh_trial_process:
             process.kill()  # the baseline the benchmark compares against: no warm reuse
         else:
             _checkin(process)
