@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ import pytest
 
 from ultron.algorithms.registry import BUILTIN_STRATEGIES, resolve_strategy
 from ultron.algorithms.space import Choice, IntRange, LogUniform, SearchSpace, Uniform, canonical
+from ultron.containerize.usercode import user_code
 
 BYO_PATH = Path(__file__).resolve().parents[2] / "examples" / "byo_algorithm"
 BYO = "byo_search.hill_climbing:HillClimbing"
@@ -48,9 +48,8 @@ SPACE = SearchSpace(
 
 @pytest.fixture(scope="module", autouse=True)
 def _byo_on_path() -> Any:
-    sys.path.insert(0, str(BYO_PATH))
-    yield
-    sys.path.remove(str(BYO_PATH))
+    with user_code([BYO_PATH]):  # as the master imports a user's strategy
+        yield
 
 
 def objective(config: dict[str, Any]) -> float:
