@@ -23,22 +23,25 @@ REPO = Path(__file__).parents[2]
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect")]
 
+
 # A code base whose packages take the names that ultron's folders have in its repository. The
 # model imports the other three; the strategy proposes x = seed, seed + 0.25, ... in order, which
 # no built-in strategy would.
+def _pyproject(name: str, packages: str = "") -> str:
+    """A pyproject.toml; ``packages`` lists them where setuptools' discovery would skip one."""
+    listed = f"\n[tool.setuptools]\npackages = {packages}\n" if packages else ""
+    return (
+        '[build-system]\nrequires = ["setuptools>=68"]\n'
+        'build-backend = "setuptools.build_meta"\n\n'
+        f'[project]\nname = "{name}"\nversion = "0.1.0"\n{listed}'
+    )
+
+
 CLASHING = {
-    "pyproject.toml": """
-        [build-system]
-        requires = ["setuptools>=68"]
-        build-backend = "setuptools.build_meta"
-
-        [project]
-        name = "clashing-names"
-        version = "0.1.0"
-
-        [tool.setuptools]
-        packages = ["tasks", "algorithms", "flows", "datamanager"]
-        """,
+    # setuptools' flat-layout discovery leaves out a package called "tasks": list them all
+    "pyproject.toml": _pyproject(
+        "clashing-names", '["tasks", "algorithms", "flows", "datamanager"]'
+    ),
     "tasks/__init__.py": "",
     "tasks/model.py": """
         import os
@@ -158,15 +161,7 @@ def test_a_job_started_from_an_unrelated_folder(tmp_path: Path, redis_url: str) 
 def _mypkg(offset: float) -> dict[str, str]:
     """A code base with ``mypkg.train:Model`` (loss x + offset) and ``mypkg.search:Fixed``."""
     return {
-        "pyproject.toml": """
-            [build-system]
-            requires = ["setuptools>=68"]
-            build-backend = "setuptools.build_meta"
-
-            [project]
-            name = "mypkg"
-            version = "0.1.0"
-            """,
+        "pyproject.toml": _pyproject("mypkg"),
         "mypkg/__init__.py": "",
         "mypkg/train.py": f"""
             class Model:
