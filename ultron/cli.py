@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -19,13 +20,16 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 console = Console()
-err_console = Console(stderr=True)
+# soft_wrap: an error is printed whole, its lines as they are, at any terminal width (rich would
+# otherwise break them at the width, COLUMNS or 80 without a terminal, mid-sentence).
+err_console = Console(stderr=True, soft_wrap=True)
 
 SpecArg = Annotated[Path, typer.Argument(help="The job spec, YAML or JSON.")]
 
 
 def _fail(exc: Exception) -> None:
-    err_console.print(f"[bold red]error:[/] {exc}", highlight=False)
+    # escape: an error quotes user input, and "[lr]" or "[/tmp]" there is text, not markup.
+    err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
     raise typer.Exit(code=2)
 
 
@@ -39,8 +43,9 @@ def validate(spec: SpecArg) -> None:
     except SpecError as exc:
         _fail(exc)
     console.print(
-        f"[green]ok[/]: {spec} is a valid job spec ({job.name}: "
-        f"{job.num_iterations} trials of {job.model}, strategy {job.strategy})"
+        f"[green]ok[/]: {escape(str(spec))} is a valid job spec ({escape(job.name)}: "
+        f"{job.num_iterations} trials of {job.model}, strategy {escape(job.strategy)})",
+        soft_wrap=True,
     )
 
 

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -52,7 +51,7 @@ __all__ = ["BatchStream", "DataStats", "batches", "service_config", "set_service
 
 logger = logging.getLogger(__name__)
 
-ENV_VAR = "ULTRON_DATA_SERVICE"
+ENV_VAR = "ULTRON_DATA_SERVICE"  # read through ultron.settings (its data_service field)
 Framework = Literal["torch", "tf", "numpy"]
 
 _config: dict[str, Any] | None = None
@@ -109,11 +108,16 @@ def set_service(
 
 
 def service_config() -> dict[str, Any] | None:
-    """The service this process reads from: what :func:`set_service` set, else the env var."""
+    """The service this process reads from: what :func:`set_service` set, else the env var.
+
+    Raises:
+        ultron.errors.EnvironmentVariableError: the variable is not a JSON object.
+    """
     if _config is not None:
         return _config
-    raw = os.environ.get(ENV_VAR)
-    return json.loads(raw) if raw else None
+    from ultron.settings import settings  # here: importing ultron.data stays light
+
+    return settings().data_service
 
 
 def stats() -> DataStats:

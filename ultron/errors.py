@@ -11,6 +11,7 @@ from dataclasses import dataclass
 __all__ = [
     "CodeBaseError",
     "ConfigIssue",
+    "EnvironmentVariableError",
     "JobFailedError",
     "ResourceTimeoutError",
     "SpecError",
@@ -52,6 +53,13 @@ class SpecError(UltronError):
         lines = [f"{source} has {len(self.issues)} problem(s):"]
         lines += [f"  - {issue}" for issue in self.issues]
         super().__init__("\n".join(lines))
+
+
+class EnvironmentVariableError(SpecError):
+    """One or more ``ULTRON_*`` environment variables have bad values; all are reported."""
+
+    def __init__(self, issues: list[ConfigIssue]) -> None:
+        super().__init__(issues, source="the environment")
 
 
 class CodeBaseError(UltronError):

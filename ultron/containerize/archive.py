@@ -4,6 +4,14 @@ Every member is checked before anything is extracted: absolute paths, ``..`` com
 links (symbolic or hard) that resolve outside the destination (following the archive's own
 links), members under a link, and device or FIFO members are refused with a
 :class:`~ultron.errors.CodeBaseError` that names the member.
+
+Extraction then runs under tarfile's ``data`` filter, which refuses much the same, and also
+drops setuid/setgid bits, group and other write permission and ownership. The checks here are
+not a copy of the filter's: the filter judges a member when it comes to it, after the members
+before it are written, by resolving paths on disk (its ``realpath`` checks had bypasses,
+CPython gh-135034 and gh-149486), and it extracts an absolute name below the destination and
+lets a ``..`` that stays inside pass. These checks read the archive alone, refuse the whole
+archive before a byte is written, and name the member and the rule.
 """
 
 from __future__ import annotations

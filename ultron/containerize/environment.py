@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import fcntl
 import hashlib
 import json
 import logging
@@ -26,6 +25,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeAlias
+
+from filelock import FileLock, Timeout
 
 from ultron.containerize.archive import safe_extract
 from ultron.errors import CodeBaseError
@@ -271,16 +272,16 @@ def _environment(root: Path, meta: dict[str, Any], *, reused: bool) -> TrialEnvi
 
 @contextlib.contextmanager
 def _exclusive_lock(path: Path, *, log: _Log) -> Iterator[None]:
-    with path.open("a") as handle:  # the lock file stays: removing it would race
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            log.info("Waiting for another job that builds the same environment (%s)", path)
-            fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    lock = FileLock(path)  # the lock file stays: removing it would race
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        log.info("Waiting for another job that builds the same environment (%s)", path)
+        lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def _build(

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 from dataclasses import dataclass
 from typing import Any
 
+from ultron.settings import settings
 from ultron.spec.job import JobSpec
 
 __all__ = ["ClusterHandle", "start_cluster"]
@@ -42,26 +42,14 @@ class ClusterHandle:
                 self.cluster.close()
 
 
-def _memory_limit(memory: str | None) -> str | int:
-    if memory is None:
-        return 0  # no limit
-    units = {
-        "Ki": 2**10,
-        "Mi": 2**20,
-        "Gi": 2**30,
-        "Ti": 2**40,
-        "k": 10**3,
-        "M": 10**6,
-        "G": 10**9,
-        "T": 10**12,
-    }
-    for suffix, factor in units.items():
-        if memory.endswith(suffix):
-            return int(float(memory[: -len(suffix)]) * factor)
-    return int(float(memory))
+def _memory_limit(memory: str | None) -> int:
+    """Bytes of a Kubernetes quantity (``512Mi``, ``4Gi``, ``1G``); 0, no limit, for None."""
+    from dask.utils import parse_bytes  # understands Ki, Mi, Gi, Ti, k, M, G, T as they are
+
+    return 0 if memory is None else parse_bytes(memory)
 
 
-def _gpu_cluster(spec: JobSpec, memory_limit: str | int) -> Any:
+def _gpu_cluster(spec: JobSpec, memory_limit: int) -> Any:
     from distributed import Nanny, Scheduler, SpecCluster
 
     per = spec.resources.gpu
@@ -90,7 +78,7 @@ def start_cluster(spec: JobSpec) -> ClusterHandle:
     # dispatcher retries it from its checkpoint, instead of Dask rerunning it from scratch.
     dask.config.set({"distributed.scheduler.allowed-failures": 0})
     resources: dict[str, float] = {"GPU": spec.resources.gpu} if spec.resources.gpu else {}
-    address = os.environ.get("ULTRON_DASK_ADDRESS")
+    address = settings().dask_address
     if address:
         logger.info("using the Dask scheduler at %s", address)
         return ClusterHandle(Client(address), None, resources)

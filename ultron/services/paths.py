@@ -7,16 +7,17 @@ The job's results go to the spec's ``storage`` (a folder or an fsspec URL).
 
 from __future__ import annotations
 
-import os
 import uuid
 from pathlib import Path
+
+from ultron.settings import settings
 
 __all__ = ["artifact_key", "job_results_url", "new_job_id", "scratch_dir", "ultron_home"]
 
 
 def ultron_home() -> Path:
-    """The local folder for environments, the embedded Redis and scratch space."""
-    return Path(os.environ.get("ULTRON_HOME", Path.home() / ".cache" / "ultron")).expanduser()
+    """The local folder for environments, the embedded Redis and scratch space (``ULTRON_HOME``)."""
+    return settings().home
 
 
 def scratch_dir(job_id: str) -> Path:

@@ -8,7 +8,6 @@ restarted mid-job (with its append-only file) costs the job a pause, not its lif
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import redis
@@ -16,12 +15,14 @@ from redis.backoff import ExponentialBackoff
 from redis.exceptions import BusyLoadingError, ConnectionError, TimeoutError
 from redis.retry import Retry
 
+from ultron.settings import settings
+
 __all__ = ["connect"]
 
 
 def connect(url: str, **kwargs: Any) -> redis.Redis:
     """A client of ``url`` that retries through connection failures."""
-    budget_s = float(os.environ.get("ULTRON_REDIS_RETRY_S", "120"))
+    budget_s = settings().redis_retry_s
     backoff = ExponentialBackoff(cap=2.0, base=0.05)
     retries = max(1, int(budget_s / 2.0) + 6)  # the backoff reaches its 2 s cap in ~6 tries
     return redis.Redis.from_url(

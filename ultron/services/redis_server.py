@@ -12,7 +12,6 @@ answers ``PING`` *and* the ``process_id`` in its ``INFO`` is the pid of our chil
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import logging
 import os
@@ -25,6 +24,7 @@ from types import TracebackType
 from typing import Any
 
 import redis
+from filelock import FileLock
 
 from ultron.errors import UltronError
 
@@ -300,25 +300,19 @@ def ensure_embedded_redis(
     """
     folder = Path(data_dir).resolve()
     folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / _LOCK_FILE, "a+") as lock:
-        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+    with FileLock(folder / _LOCK_FILE):
+        state = _read_state(folder)
+        if state is not None:
+            url, pid = state.get("url"), state.get("pid")
+            if isinstance(url, str) and isinstance(pid, int) and _server_pid(url) == pid:
+                logger.debug("reusing embedded redis pid %s at %s", pid, url)
+                return url, None
+            logger.info("stale %s in %s (%s); starting a new server", _STATE_FILE, folder, state)
+        server = EmbeddedRedis(folder, appendonly=appendonly)
+        url = server.start()
         try:
-            state = _read_state(folder)
-            if state is not None:
-                url, pid = state.get("url"), state.get("pid")
-                if isinstance(url, str) and isinstance(pid, int) and _server_pid(url) == pid:
-                    logger.debug("reusing embedded redis pid %s at %s", pid, url)
-                    return url, None
-                logger.info(
-                    "stale %s in %s (%s); starting a new server", _STATE_FILE, folder, state
-                )
-            server = EmbeddedRedis(folder, appendonly=appendonly)
-            url = server.start()
-            try:
-                _write_state(folder, url=url, pid=server.pid or 0)
-            except BaseException:
-                server.stop()
-                raise
-            return url, server
-        finally:
-            fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+            _write_state(folder, url=url, pid=server.pid or 0)
+        except BaseException:
+            server.stop()
+            raise
+        return url, server

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tarfile
@@ -14,8 +15,8 @@ from ultron.algorithms.space import Choice, IntRange, LogUniform, Uniform
 from ultron.errors import SpecError
 from ultron.spec.loader import load_spec
 
-DATA = Path(__file__).parents[1] / "data"
-REPO = Path(__file__).parents[2]
+DATA = Path(__file__).parents[2] / "data"
+REPO = Path(__file__).parents[3]
 
 
 @pytest.fixture
@@ -151,18 +152,32 @@ def test_paper_names_are_used_in_errors(tmp_path: Path, archive: Path) -> None:
     assert sorted(i.field for i in info.value.issues) == ["gpu_per_pod", "parallelism_fact"]
 
 
-def test_cli_validate_prints_all_errors_without_traceback(tmp_path: Path) -> None:
-    bad = _write(tmp_path, BAD)
+# Brackets in a value are text, not rich markup: "[/hyperopt]" once ended in a MarkupError.
+MARKUP = BAD.replace("strategy: hyperopt", "strategy: '[/hyperopt] [bold]'")
+
+
+@pytest.mark.parametrize("columns", ["40", "80"])
+@pytest.mark.parametrize("text", [BAD, MARKUP], ids=["plain", "brackets"])
+def test_cli_validate_prints_all_errors_without_traceback(
+    tmp_path: Path, columns: str, text: str
+) -> None:
+    """Every error line comes out whole, in a pipe (no terminal) of any width."""
+    bad = _write(tmp_path, text)
+    with pytest.raises(SpecError) as info:
+        load_spec(bad)
     out = subprocess.run(
         [sys.executable, "-m", "ultron.cli", "validate", str(bad)],
         capture_output=True,
         text=True,
         timeout=120,
+        env={**os.environ, "COLUMNS": columns},
+        stdin=subprocess.DEVNULL,
     )
     assert out.returncode != 0
     text = out.stdout + out.stderr
     assert "Traceback" not in text
     assert f"has {len(EXPECTED)} problem(s)" in text
+    assert str(info.value) in text  # unwrapped, brackets and all
     for field in EXPECTED:
         assert f"{field} is " in text
 
