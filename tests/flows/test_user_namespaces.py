@@ -67,9 +67,14 @@ CLASHING = {
         """,
     "algorithms/__init__.py": "MARK = 'user'\n",
     "algorithms/stepping.py": """
+        import os
+
+
         class Stepping:
             def __init__(self, search_space, seed=None):
                 self.start, self.proposed = float(seed), 0
+                with open(os.environ["STEPPING_LOG"], "a") as log:  # one line per construction
+                    log.write(f"{os.getpid()}\\n")
 
             def sample_hyperparameter_candidates(self, n):
                 batch = [{"x": self.start + 0.25 * (self.proposed + i)} for i in range(n)]
@@ -108,16 +113,12 @@ def _spec(code: Path, tmp_path: Path, redis_url: str, **fields: Any) -> dict[str
     }
 
 
-def _environment() -> dict[str, str]:
+def _run(command: list[str], cwd: Path, stepping_log: Path | None = None) -> None:
     from prefect.settings import PREFECT_API_URL
 
-    return {**os.environ, "PREFECT_API_URL": str(PREFECT_API_URL.value()), "COLUMNS": "200"}
-
-
-def _run(command: list[str], cwd: Path) -> None:
-    out = subprocess.run(
-        command, cwd=cwd, env=_environment(), capture_output=True, text=True, timeout=500
-    )
+    env = {**os.environ, "PREFECT_API_URL": str(PREFECT_API_URL.value()), "COLUMNS": "200"}
+    env["STEPPING_LOG"] = str(stepping_log or cwd / "stepping.log")
+    out = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=500)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
 
 
@@ -126,8 +127,9 @@ def _trials(tmp_path: Path, job_id: str) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda row: row["trial_id"])
 
 
-def _check_clashing_job(rows: list[dict[str, Any]], seed: int) -> None:
+def _check_clashing_job(rows: list[dict[str, Any]], seed: int, stepping_log: Path) -> None:
     assert [row["status"] for row in rows] == ["completed"] * 4
+    assert len(stepping_log.read_text().splitlines()) == 1  # the strategy is built once a job
     # the user's strategy proposed every configuration, in its order
     assert [row["hyperparameters"]["x"] for row in rows] == [seed + 0.25 * i for i in range(4)]
     for row in rows:  # and the user's modules scored each
@@ -142,8 +144,9 @@ def test_a_job_started_from_the_repository_root(tmp_path: Path, redis_url: str) 
     (tmp_path / "job.json").write_text(json.dumps(spec))
     run = "import sys, ultron; ultron.run(sys.argv[1], job_id='from-repo-root')"
     # python -c puts the current folder first on sys.path: ultron's own tasks/ and algorithms/
-    _run([sys.executable, "-c", run, str(tmp_path / "job.json")], cwd=REPO)
-    _check_clashing_job(_trials(tmp_path, "from-repo-root"), seed=10)
+    log = tmp_path / "stepping.log"
+    _run([sys.executable, "-c", run, str(tmp_path / "job.json")], cwd=REPO, stepping_log=log)
+    _check_clashing_job(_trials(tmp_path, "from-repo-root"), 10, log)
 
 
 def test_a_job_started_from_an_unrelated_folder(tmp_path: Path, redis_url: str) -> None:
@@ -155,7 +158,7 @@ def test_a_job_started_from_an_unrelated_folder(tmp_path: Path, redis_url: str) 
     elsewhere.mkdir()
     command = [sys.executable, "-m", "ultron.cli", "run", str(tmp_path / "job.json")]
     _run([*command, "--job-id", "from-elsewhere"], cwd=elsewhere)
-    _check_clashing_job(_trials(tmp_path, "from-elsewhere"), seed=20)
+    _check_clashing_job(_trials(tmp_path, "from-elsewhere"), 20, elsewhere / "stepping.log")
 
 
 def _mypkg(offset: float) -> dict[str, str]:
