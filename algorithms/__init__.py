@@ -3,27 +3,38 @@
 from ultron.algorithms.base import Direction, HPOAlgorithm, SearchAlgorithm
 from ultron.algorithms.evolution import RegularizedEvolution
 from ultron.algorithms.grid_search import GridSearch
-from ultron.algorithms.optuna_sampler import OptunaSearch
+from ultron.algorithms.optuna_sampler import (
+    CmaEsSearch,
+    GPSearch,
+    OptunaSearch,
+    QMCSearch,
+    TPESearch,
+)
 from ultron.algorithms.random_search import RandomSearch
-from ultron.algorithms.registry import BUILTIN_STRATEGIES, resolve_strategy
+from ultron.algorithms.registry import BUILTIN_STRATEGIES, is_builtin, resolve_strategy
 from ultron.algorithms.reinforce import ReinforceSearch
 from ultron.algorithms.space import Choice, IntRange, LogUniform, SearchSpace, Uniform, canonical
 
 __all__ = [
     "BUILTIN_STRATEGIES",
     "Choice",
+    "CmaEsSearch",
     "Direction",
+    "GPSearch",
     "GridSearch",
     "HPOAlgorithm",
     "IntRange",
     "LogUniform",
     "OptunaSearch",
+    "QMCSearch",
     "RandomSearch",
     "RegularizedEvolution",
     "ReinforceSearch",
     "SearchAlgorithm",
     "SearchSpace",
+    "TPESearch",
     "Uniform",
     "canonical",
+    "is_builtin",
     "resolve_strategy",
 ]

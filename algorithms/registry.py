@@ -46,6 +46,9 @@ def load_object(path: str) -> Any:
 
 
 def resolve_strategy(name: str) -> Any:
-    """The class for a built-in name or a dotted path (the caller puts user code on sys.path)."""
+    """The class for a built-in name or a dotted path.
+
+    The caller imports a user's class inside ``ultron.containerize.user_code``.
+    """
     target = BUILTIN_STRATEGIES.get(name.lower(), name)
     return load_object(target)

@@ -42,9 +42,10 @@ def default_max_units() -> int:
 class JobResources:
     """What a running job holds: its lease, the thread renewing it, and its Dask cluster.
 
-    The one value tasks hand each other that is not plain data: search_loop submits trials
-    through this Dask client, and finalize must release these very objects (the lease is
-    renewed by a thread; the cluster and the data service are processes this job started).
+    Not plain data, on purpose: search_loop submits trials through this Dask client, and
+    finalize must release these very objects (the lease is renewed by a thread; the cluster
+    and the data service are processes this job started). The flow also hands search_loop
+    the strategy and the stopper it built once; everything else tasks pass on is plain data.
     """
 
     limiter: ResourceLimiter

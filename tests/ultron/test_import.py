@@ -25,3 +25,20 @@ def test_report_outside_a_trial_is_harmless() -> None:
     import ultron
 
     assert ultron.report(0, loss=1.0) == ultron.ReportDecision.CONTINUE
+
+
+def test_the_trial_process_and_the_report_path_stay_light() -> None:
+    """A trial process imports ultron.worker.process, ultron.report's keys and ultron.data's
+    client: not the rest of their packages (the cluster factory, the spec, Optuna, Prefect)."""
+    code = (
+        "import sys, ultron.worker.process, ultron.model, ultron.checkpoints\n"
+        "from ultron.services import keys\n"
+        "heavy = ('prefect', 'distributed', 'optuna', 'ultron.spec', 'ultron.master', "
+        "'ultron.services.cluster', 'ultron.algorithms')\n"
+        "print([m for m in heavy if m in sys.modules])\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-P", "-c", code], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"

@@ -2,17 +2,18 @@
 
 A code base may hold packages called ``tasks``, ``algorithms`` or ``mypkg``, whatever else is
 importable in the process that loads it: the folder a job was started from, a package of the
-same name installed beside ultron, or another job's code base of an earlier run in the same
-process (``ultron serve`` runs job after job). While a :func:`user_code` block runs, the code
-base's own top-level names import from its folders, whatever else goes by them; when the block
-ends, ``sys.path`` and ``sys.modules`` are as they were.
-The trial process gets the same folders first on its path at start (see
-:mod:`ultron.worker.process`) and is started with ``python -P``, so the current folder never
-comes before them.
+same name installed beside ultron, or another job's code base imported earlier by the same
+process (a script or a notebook that calls ``ultron.run`` job after job). Two ways in:
 
-The names of what ultron runs on are never set aside: the standard library, ``ultron`` itself
-and the packages it depends on (``prefect``, ``dask``, ``redis``, ...). A code base cannot
-replace those in a process that runs ultron; anything else of the same name is the user's.
+- :func:`user_code`, in our processes (the master imports a bring-your-own strategy): while
+  the block runs, the code base's own top-level names import from its folders, whatever else
+  goes by them; when it ends, ``sys.path`` and ``sys.modules`` are as they were. The names of
+  what ultron runs on are never taken: the standard library, ``ultron`` and the packages it
+  depends on (``prefect``, ``dask``, ``distributed``, ``redis``, ...).
+- :func:`claim_names`, in the trial process, which belongs to one code base for its life: the
+  code base's names import from its folders (all but the standard library's and ``ultron``),
+  and its folders are at the end of ``sys.path`` for the processes the trial starts. The trial
+  process is started with ``python -P``, so the current folder is not on its path at all.
 
 Example:
     >>> import importlib, sys, tempfile
@@ -41,7 +42,6 @@ import importlib
 import importlib.abc
 import importlib.machinery
 import os
-import re
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from importlib import metadata
@@ -49,30 +49,47 @@ from importlib.machinery import ModuleSpec
 from pathlib import Path
 from types import ModuleType
 
-__all__ = ["import_paths", "top_level_names", "user_code"]
+__all__ = ["claim_names", "import_paths", "top_level_names", "user_code"]
 
 _DISTRIBUTION = "ultron-automl"
+# What a code base never takes, even in its own trial process.
+_BASE = frozenset(sys.stdlib_module_names) | {"ultron"}
 
 
 @functools.cache
 def _ours() -> frozenset[str]:
-    """Top-level module names of the standard library, ultron and its dependencies (not extras)."""
-    wanted, todo = set(), [_DISTRIBUTION]
+    """Top-level module names of the standard library, ultron and every package it runs on:
+    its requirements, their extras included, and the extras of ultron that are installed."""
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    seen: set[tuple[str, str]] = set()
+    todo = [(_DISTRIBUTION, extra) for extra in ["", *_provided_extras(_DISTRIBUTION)]]
     while todo:
-        name = re.sub(r"[-_.]+", "-", todo.pop()).lower()
-        if name in wanted:
+        name, extra = todo.pop()
+        if (name, extra) in seen:
             continue
-        wanted.add(name)
+        seen.add((name, extra))
         with contextlib.suppress(metadata.PackageNotFoundError):
-            for requirement in metadata.requires(name) or []:
-                if "extra ==" not in requirement:
-                    todo.append(re.split(r"[\s;<>=!~\[(]", requirement, maxsplit=1)[0])
+            for text in metadata.requires(name) or []:
+                requirement = Requirement(text)
+                if requirement.marker is None or requirement.marker.evaluate({"extra": extra}):
+                    required = canonicalize_name(requirement.name)
+                    todo += [(required, e) for e in ["", *requirement.extras]]
+    wanted = {name for name, _ in seen}
     tops = {
         top
         for top, distributions in metadata.packages_distributions().items()
-        if any(re.sub(r"[-_.]+", "-", d).lower() in wanted for d in distributions)
+        if any(canonicalize_name(d) in wanted for d in distributions)
     }
-    return frozenset(sys.stdlib_module_names) | tops | {"ultron"}
+    return _BASE | tops
+
+
+def _provided_extras(name: str) -> list[str]:
+    try:
+        return metadata.metadata(name).get_all("Provides-Extra") or []
+    except metadata.PackageNotFoundError:
+        return []
 
 
 def import_paths(source: str | Path) -> tuple[str, ...]:
@@ -81,20 +98,27 @@ def import_paths(source: str | Path) -> tuple[str, ...]:
     return tuple(str(p) for p in (root / "src", root) if p.is_dir())
 
 
-def top_level_names(paths: Iterable[str | Path]) -> set[str]:
+def _module_name(entry: Path) -> str | None:
+    if entry.is_dir():
+        return entry.name
+    for suffix in sorted(importlib.machinery.all_suffixes(), key=len, reverse=True):
+        if entry.name.endswith(suffix):  # .py, .pyc, and extension modules (.cpython-311-...so)
+            return entry.name[: -len(suffix)]
+    return None
+
+
+def top_level_names(paths: Iterable[str | Path], *, keep: frozenset[str] | None = None) -> set[str]:
     """The names a code base's folders provide at their top (packages and modules) that it
-    owns in a process: all but those of the standard library, ultron and its dependencies."""
+    owns in a process: all but those in ``keep`` (default: the standard library's, ultron's
+    and those of the packages ultron runs on)."""
     names: set[str] = set()
     for folder in map(Path, paths):
-        if not folder.is_dir():
-            continue
-        for entry in folder.iterdir():
-            name = entry.name.removesuffix(".py") if entry.is_file() else entry.name
-            if entry.is_file() and not entry.name.endswith(".py"):
-                continue
-            if name.isidentifier() and not name.startswith("_"):
-                names.add(name)
-    return names - _ours()
+        if folder.is_dir():
+            for entry in folder.iterdir():
+                name = _module_name(entry)
+                if name and name.isidentifier() and not name.startswith("__"):
+                    names.add(name)
+    return names - (_ours() if keep is None else keep)
 
 
 def _owned(name: str, names: set[str]) -> bool:
@@ -126,26 +150,47 @@ class _CodeBaseFinder(importlib.abc.MetaPathFinder):
         return importlib.machinery.PathFinder.find_spec(fullname, self.folders)
 
 
+def _resolved(paths: Iterable[str | Path]) -> list[str]:
+    return [str(Path(p).resolve()) for p in paths if Path(p).is_dir()]
+
+
+def claim_names(paths: Iterable[str | Path]) -> None:
+    """Give a code base its names in this process for good (the trial process's way).
+
+    Modules already imported under those names are dropped, the code base's folders serve
+    them first, and the folders go at the end of ``sys.path`` so that processes this one
+    starts (a data loader's workers) import the code base too.
+    """
+    folders = _resolved(paths)
+    names = top_level_names(folders, keep=_BASE)
+    for name in [n for n in sys.modules if _owned(n, names)]:
+        del sys.modules[name]
+    sys.meta_path.insert(0, _CodeBaseFinder(folders, names))
+    sys.path.extend(folder for folder in folders if folder not in sys.path)
+    importlib.invalidate_caches()
+
+
 @contextlib.contextmanager
 def user_code(paths: Iterable[str | Path]) -> Iterator[None]:
     """Import the code base's own names from ``paths`` for the block's duration.
 
     Modules already imported under one of the code base's top-level names (the folder the job
     started from, an earlier job's code base, an installed package of the same name) are set
-    aside and put back afterwards; whatever the block imported from the code base, or under
-    its names, is dropped from ``sys.modules``. ``sys.path`` is not touched: a finder placed
-    first on ``sys.meta_path`` serves the code base's names, and leaves with the block.
-    Objects made inside the block keep working after it (they hold their modules); a new
-    ``import`` of the code base's names after the block no longer finds it.
+    aside and put back afterwards; what the block imported from the code base, or under its
+    names, is dropped from ``sys.modules``, and nothing else is. ``sys.path`` is not touched: a
+    finder placed first on ``sys.meta_path`` serves the code base's names, and leaves with the
+    block. Objects made inside the block keep working after it (they hold their modules); a
+    new ``import`` of the code base's names after the block no longer finds it.
 
     Args:
         paths: the code base's import folders, first one first (``src/`` before the root).
     """
-    folders = [str(Path(p).resolve()) for p in paths if Path(p).is_dir()]
+    folders = _resolved(paths)
     names = top_level_names(folders)
     set_aside = {n: m for n, m in list(sys.modules.items()) if _owned(n, names)}
     for name in set_aside:
         del sys.modules[name]
+    before = set(sys.modules)
     finder = _CodeBaseFinder(folders, names)
     sys.meta_path.insert(0, finder)
     importlib.invalidate_caches()
@@ -155,7 +200,7 @@ def user_code(paths: Iterable[str | Path]) -> Iterator[None]:
         with contextlib.suppress(ValueError):
             sys.meta_path.remove(finder)
         for name, module in list(sys.modules.items()):
-            if _owned(name, names) or _under(module, folders):
+            if name not in before and (_owned(name, names) or _under(module, folders)):
                 del sys.modules[name]
         sys.modules.update(set_aside)
         importlib.invalidate_caches()

@@ -1,22 +1,31 @@
 """Services a job talks to: the embedded Redis server and its client, the resource limiter,
 the Dask cluster factory, the job's folders, and :mod:`ultron.services.keys`, which owns every
 Redis key.
+
+Names load on first use (:mod:`ultron._lazy`): the trial process imports modules of this
+package and must not pay for the rest of it.
 """
 
 from __future__ import annotations
 
-from ultron.services.cluster import ClusterHandle, start_cluster
-from ultron.services.limiter import Holding, Lease, LeaseKeeper, ResourceLimiter, read_max_units
-from ultron.services.paths import (
-    artifact_key,
-    job_results_url,
-    new_job_id,
-    scratch_dir,
-    ultron_home,
-)
-from ultron.services.redis_client import connect
-from ultron.services.redis_server import EmbeddedRedis, ensure_embedded_redis, find_redis_server
-from ultron.services.runtime import job_redis
+from typing import TYPE_CHECKING
+
+from ultron._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from ultron.services import keys
+    from ultron.services.cluster import ClusterHandle, start_cluster
+    from ultron.services.limiter import Holding, Lease, LeaseKeeper, ResourceLimiter, read_max_units
+    from ultron.services.paths import (
+        artifact_key,
+        job_results_url,
+        new_job_id,
+        scratch_dir,
+        ultron_home,
+    )
+    from ultron.services.redis_client import connect
+    from ultron.services.redis_server import EmbeddedRedis, ensure_embedded_redis, find_redis_server
+    from ultron.services.runtime import job_redis
 
 __all__ = [
     "ClusterHandle",
@@ -31,9 +40,23 @@ __all__ = [
     "find_redis_server",
     "job_redis",
     "job_results_url",
+    "keys",
     "new_job_id",
     "read_max_units",
     "scratch_dir",
     "start_cluster",
     "ultron_home",
 ]
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "cluster": ["ClusterHandle", "start_cluster"],
+        "limiter": ["Holding", "Lease", "LeaseKeeper", "ResourceLimiter", "read_max_units"],
+        "paths": ["artifact_key", "job_results_url", "new_job_id", "scratch_dir", "ultron_home"],
+        "redis_client": ["connect"],
+        "redis_server": ["EmbeddedRedis", "ensure_embedded_redis", "find_redis_server"],
+        "runtime": ["job_redis"],
+        "keys": ["keys"],
+    },
+)

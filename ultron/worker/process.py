@@ -1,8 +1,9 @@
 """The trial process: a warm child of a Dask worker that runs the user's ``score``.
 
 It is started with the trial environment's interpreter (``python -P -m ultron.worker.process FD
-[CODE_PATH ...]``): the code base's folders go first on ``sys.path`` and the worker's current
-folder is not on it, so the user's modules own their names. It imports the user's model once,
+[CODE_PATH ...]``): the code base's names import from its folders first
+(:func:`ultron.containerize.usercode.claim_names`) and the worker's current folder is not on
+``sys.path``, so the user's modules own their names. It imports the user's model once,
 then serves trial requests over a socket until the socket closes. A user error is caught and
 reported, and the process serves the next trial; a crash kills only this process, which the
 worker replaces (see :mod:`ultron.worker.runner`).
@@ -22,6 +23,7 @@ from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from typing import Any
 
+from ultron.containerize.usercode import claim_names
 from ultron.model import TrialContext, set_current_trial
 
 __all__ = ["main"]
@@ -136,9 +138,9 @@ def main(fd: int, code_paths: Sequence[str] = ()) -> None:
 
     Args:
         fd: the socket to the worker.
-        code_paths: the code base's import folders, put first on ``sys.path``.
+        code_paths: the code base's import folders: its names import from them first.
     """
-    sys.path[:0] = [path for path in code_paths if path not in sys.path]
+    claim_names(code_paths)
     _exit_with_parent()
     conn = Connection(fd)
     models: dict[str, Any] = {}

@@ -1,4 +1,4 @@
-"""Tests of the On Demand Containerizer for local runs (ultron/environment.py)."""
+"""Tests of the On Demand Containerizer for local runs (ultron/containerize/environment.py)."""
 
 from __future__ import annotations
 

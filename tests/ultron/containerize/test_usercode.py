@@ -27,11 +27,12 @@ def test_import_paths_put_a_src_layout_first(tmp_path: Path) -> None:
 
 
 def test_names_of_what_ultron_runs_on_stay_ours(tmp_path: Path) -> None:
-    for name in ("tasks", "prefect", "json", "ultron", "redis"):
+    # distributed comes in through dask[distributed], an extra of a requirement
+    for name in ("tasks", "prefect", "json", "ultron", "redis", "distributed"):
         _package(tmp_path, name, "")
-    (tmp_path / "train.py").write_text("")
-    (tmp_path / "README.md").write_text("")
-    assert top_level_names([tmp_path]) == {"tasks", "train"}
+    for module in ("train.py", "_shared.py", "fast.cpython-311-x86_64-linux-gnu.so", "README.md"):
+        (tmp_path / module).write_text("")
+    assert top_level_names([tmp_path]) == {"tasks", "train", "_shared", "fast"}
     with user_code([tmp_path]):
         import prefect
 
@@ -60,3 +61,21 @@ def test_nothing_is_left_when_the_block_raises(tmp_path: Path) -> None:
         raise RuntimeError("the job failed")
     assert "mypkg_raises" not in sys.modules
     assert str(tmp_path.resolve()) not in sys.path
+
+
+def test_a_private_module_of_the_code_base_imports(tmp_path: Path) -> None:
+    (tmp_path / "_shared.py").write_text("X = 7")
+    _package(tmp_path, "mypkg_private", "from _shared import X")
+    with user_code([tmp_path]):
+        assert importlib.import_module("mypkg_private").X == 7
+    assert "_shared" not in sys.modules
+
+
+def test_modules_imported_before_the_block_stay(tmp_path: Path) -> None:
+    import ultron.algorithms.space  # imported before: it lies under the folder given below
+
+    repository = Path(ultron.algorithms.space.__file__).parents[1]
+    before = set(sys.modules)
+    with user_code([repository]):
+        pass
+    assert before <= set(sys.modules)
