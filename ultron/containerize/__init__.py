@@ -1,21 +1,30 @@
-"""The On Demand Containerizer (paper V-B): the trial environment of a code base, and safe
-archive extraction, and the import rules that let a code base own its module names.
+"""The On Demand Containerizer (paper V-B): the trial environment of a code base, safe archive
+extraction, and the import rules that let a code base own its module names.
+
+Names load on first use (:mod:`ultron._lazy`): the trial process imports
+:mod:`ultron.containerize.usercode` and must not pay for building environments.
 """
 
 from __future__ import annotations
 
-from ultron.containerize.archive import safe_extract
-from ultron.containerize.environment import (
-    TrialEnvironment,
-    build_environment,
-    code_hash,
-    find_project_root,
-)
-from ultron.containerize.usercode import import_paths, top_level_names, user_code
+from typing import TYPE_CHECKING
+
+from ultron._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from ultron.containerize.archive import safe_extract
+    from ultron.containerize.environment import (
+        TrialEnvironment,
+        build_environment,
+        code_hash,
+        find_project_root,
+    )
+    from ultron.containerize.usercode import claim_names, import_paths, top_level_names, user_code
 
 __all__ = [
     "TrialEnvironment",
     "build_environment",
+    "claim_names",
     "code_hash",
     "find_project_root",
     "import_paths",
@@ -23,3 +32,12 @@ __all__ = [
     "top_level_names",
     "user_code",
 ]
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "archive": ["safe_extract"],
+        "environment": ["TrialEnvironment", "build_environment", "code_hash", "find_project_root"],
+        "usercode": ["claim_names", "import_paths", "top_level_names", "user_code"],
+    },
+)
