@@ -51,7 +51,7 @@ def hpo_job(spec: dict[str, Any], job_id: str | None = None) -> dict[str, Any]:
             # strategy may import more of it later); nothing of it outlives the job.
             with user_code(import_paths(env.source)):
                 # Built once per job, here, so a bad strategy or stopper fails before resources
-                # are taken; they go to search_loop as live objects (they hold their own state).
+                # are taken (why live objects go to search_loop: JobResources' docstring).
                 strategy = build_strategy(job)
                 stopper = build_stopper(job)
                 if job.data is not None:  # bad data stops the job before any compute is spent

@@ -120,8 +120,7 @@ def search_loop(
 ) -> JobState:
     """Run the search until ``num_iterations`` trials are scored or the strategy runs dry.
 
-    ``resources`` hands over live objects (the Dask client, the lease keeper) and so do
-    ``strategy`` and ``stopper``: the job builds each once, in the flow; their state is
+    ``strategy`` and ``stopper`` are the job's (built once, in the flow); their state is
     restored here from what a previous master saved.
     """
     logger = get_run_logger()

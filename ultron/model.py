@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from ultron.services import keys  # a leaf module; ultron.services re-exports lazily
+
 __all__ = ["ModelInterface", "ReportDecision", "TrialContext", "current_trial", "report"]
 
 logger = logging.getLogger(__name__)
@@ -61,20 +63,14 @@ class TrialContext:
 
     @property
     def reports_key(self) -> str:
-        from ultron.services import keys  # here: ``import ultron`` stays light
-
         return keys.trial_reports(self.job_id, self.trial_id)
 
     @property
     def stop_key(self) -> str:
-        from ultron.services import keys
-
         return keys.trial_stop(self.job_id, self.trial_id)
 
     @property
     def stream_key(self) -> str:
-        from ultron.services import keys
-
         return keys.report_stream(self.job_id)
 
     def client(self) -> Any:

@@ -53,6 +53,7 @@ class TrialDispatcher:
         self.store = store
         self.spec = spec
         self.env = env
+        self.code_paths = import_paths(env.source)
         self.redis_url = redis_url
         self.scratch = scratch
         self.resources = resources or None
@@ -76,7 +77,7 @@ class TrialDispatcher:
             hyperparameters=config,
             model=self.spec.model,
             python=str(self.env.python),
-            code_paths=import_paths(self.env.source),
+            code_paths=self.code_paths,
             metric=self.spec.objective.metric,
             seed=trial_seed(self.spec.seed, config),
             checkpoint_path=os.path.join(self.scratch, "checkpoints", trial_id),

@@ -102,26 +102,29 @@ def check_options(spec: JobSpec) -> None:
         SpecError: an option the class does not take, or a required one missing.
     """
     if is_builtin(spec.strategy):
-        _bind(resolve_strategy(spec.strategy), _strategy_kwargs(spec), spec, stopper=False)
+        cls = resolve_strategy(spec.strategy)
+        _bind(cls, _strategy_kwargs(spec), spec.strategy_options, spec, stopper=False)
     if spec.early_stopping is not None:
-        cls = load_object(_STOPPERS[spec.early_stopping.type])
-        _bind(cls, _stopper_kwargs(spec, spec.early_stopping), spec, stopper=True)
+        stopping = spec.early_stopping
+        cls = load_object(_STOPPERS[stopping.type])
+        _bind(cls, _stopper_kwargs(spec, stopping), stopping.options, spec, stopper=True)
 
 
-def _bind(cls: Callable[..., Any], kwargs: dict[str, Any], spec: JobSpec, *, stopper: bool) -> None:
+def _bind(
+    cls: Callable[..., Any],
+    kwargs: dict[str, Any],
+    options: dict[str, Any],
+    spec: JobSpec,
+    *,
+    stopper: bool,
+) -> None:
     """Bind ``kwargs`` to the class's signature, and ask its ``check_options`` hook, if any,
-    about the options it passes on (an Optuna sampler's)."""
+    about the ``options`` it passes on (an Optuna sampler's)."""
     try:
         inspect.signature(cls).bind(**kwargs)
         hook = getattr(cls, "check_options", None)
         if hook is not None:
-            hook(
-                **(
-                    spec.early_stopping.options
-                    if stopper and spec.early_stopping
-                    else spec.strategy_options
-                )
-            )
+            hook(**options)
     except (TypeError, ValueError) as exc:
         raise _rejected(spec, exc, stopper=stopper) from None
 

@@ -9,6 +9,7 @@ replaces one only when it crashed or was stopped. The function Dask runs is :fun
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -179,6 +180,12 @@ def shutdown_processes() -> int:
     return len(processes)
 
 
+@functools.cache
+def _fresh_processes() -> bool:
+    """``ULTRON_FRESH_TRIAL_PROCESS``, read once per worker process (not on every trial)."""
+    return settings().fresh_trial_process
+
+
 class ForcedStop(Exception):
     """Early stopping ended the trial and it did not return within its grace period."""
 
@@ -268,7 +275,7 @@ def run_trial(request_data: dict[str, Any]) -> dict[str, Any]:
         process.kill()
         status, extra = TrialStatus.CRASHED, {"error": str(exc)}
     else:
-        if settings().fresh_trial_process:
+        if _fresh_processes():
             process.kill()  # the baseline the benchmark compares against: no warm reuse
         else:
             _checkin(process)
