@@ -12,6 +12,7 @@ __all__ = [
     "CodeBaseError",
     "ConfigIssue",
     "EnvironmentVariableError",
+    "JobCancelledError",
     "JobFailedError",
     "ResourceTimeoutError",
     "SpecError",
@@ -68,6 +69,18 @@ class CodeBaseError(UltronError):
 
 class ResourceTimeoutError(UltronError):
     """The resource limiter could not grant the requested units in time."""
+
+
+class JobCancelledError(UltronError):
+    """The job was asked to stop (SIGINT, SIGTERM); it ended ``cancelled`` and can resume.
+
+    Attributes:
+        signal_number: the signal that asked, or ``None`` when asked otherwise.
+    """
+
+    def __init__(self, message: str, *, signal_number: int | None = None) -> None:
+        super().__init__(message)
+        self.signal_number = signal_number
 
 
 class JobFailedError(UltronError):

@@ -27,6 +27,7 @@ class JobStatus(StrEnum):
     RUNNING = "running"
     COMPLETED = "completed"
     FAILED = "failed"
+    CANCELLED = "cancelled"  # stopped by a signal (Ctrl-C, SIGTERM); resumable
 
 
 @dataclass

@@ -228,6 +228,11 @@ class JobSpec(_Strict):
     acquire_timeout: float = Field(
         default=600.0, ge=0, description="Seconds to wait for resource units before failing."
     )
+    cache: bool = Field(
+        default=True,
+        description="Answer a configuration already scored (same code base, data, model, "
+        "objective metric and seed) from the score cache instead of training it again.",
+    )
     storage: str = Field(
         default="ultron-runs", min_length=1, description="Where results go: a folder or a URL."
     )
