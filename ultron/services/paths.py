@@ -1,18 +1,59 @@
-"""Where a job keeps things on this machine and in its storage.
+"""Where a job keeps things on this machine and in its storage, and the checks that keep it there.
 
 ``ULTRON_HOME`` (default ``~/.cache/ultron``) holds what is local and reusable: trial
 environments, the embedded Redis server's data, scratch space for checkpoints and trial logs.
 The job's results go to the spec's ``storage`` (a folder or an fsspec URL).
+
+A job id names a folder under both, and Redis keys: :func:`check_job_id` admits only plain
+names (letters, digits, ``.``, ``_``, ``-``), so an id can never climb out of a folder or reach
+into another job's keys. Every path built from an id is resolved (symlinks followed) and
+checked to lie inside its folder (:func:`inside`) before anything is written or deleted there,
+and :func:`remove_tree` deletes only inside the folder it is given.
+
+Example:
+    >>> check_job_id("quickstart-1a2b")
+    'quickstart-1a2b'
+    >>> try:
+    ...     check_job_id("../elsewhere")
+    ... except SpecError as exc:
+    ...     print(exc.issues[0].field, exc.issues[0].value)
+    job_id ../elsewhere
+    >>> job_results_url("s3://bucket/runs/", "quickstart-1a2b")
+    's3://bucket/runs/quickstart-1a2b'
 """
 
 from __future__ import annotations
 
+import os
+import re
+import shutil
 import uuid
 from pathlib import Path
 
+from ultron.errors import ConfigIssue, SpecError
 from ultron.settings import settings
 
-__all__ = ["artifact_key", "job_results_url", "new_job_id", "scratch_dir", "ultron_home"]
+__all__ = [
+    "JOB_ID_MAX_LENGTH",
+    "artifact_key",
+    "check_job_id",
+    "inside",
+    "job_results_url",
+    "new_job_id",
+    "remove_tree",
+    "scratch_dir",
+    "ultron_home",
+]
+
+JOB_ID_MAX_LENGTH = 128
+"""The longest job id: it names folders (255 bytes at most on most filesystems) and keys."""
+
+_JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_JOB_ID_RULE = (
+    f"a job id must be 1 to {JOB_ID_MAX_LENGTH} characters: letters A-Z and a-z, digits, '.', "
+    "'_' and '-', starting with a letter or digit"
+)
+_JOB_ID_FIX = "use a plain name such as my-job-2024-01, or give no job id to get a fresh one"
 
 
 def ultron_home() -> Path:
@@ -20,22 +61,151 @@ def ultron_home() -> Path:
     return settings().home
 
 
+def check_job_id(job_id: str) -> str:
+    """Return ``job_id`` when it is a plain name that is safe in paths and Redis keys.
+
+    Refused: the empty id, ids longer than :data:`JOB_ID_MAX_LENGTH`, and any character but
+    ASCII letters, digits, ``.``, ``_`` and ``-`` (so no ``/``, ``\\``, NUL, whitespace or ``:``),
+    and ids that start with ``.``, ``_`` or ``-`` (so no ``.`` or ``..``, hidden folders or
+    options).
+
+    Raises:
+        SpecError: the id is not such a name; the issue says which part of the rule it breaks.
+    """
+    value: object = job_id
+    problem = None
+    if not isinstance(job_id, str):
+        problem = f"it is a {type(job_id).__name__}, not a string"
+    elif not job_id:
+        problem = "it is empty"
+    elif len(job_id) > JOB_ID_MAX_LENGTH:
+        problem = f"it has {len(job_id)} characters"
+    elif job_id in (".", ".."):
+        problem = "it names the current or the parent folder"
+    elif "/" in job_id or "\\" in job_id:
+        problem = "it holds a path separator"
+    elif "\0" in job_id:
+        problem = "it holds a NUL character"
+    elif any(c.isspace() for c in job_id):
+        problem = "it holds whitespace"
+    elif not _JOB_ID.fullmatch(job_id):
+        bad = sorted({c for c in job_id if not (c.isascii() and (c.isalnum() or c in "._-"))})
+        problem = (
+            f"it holds {', '.join(map(repr, bad))}" if bad else f"it starts with {job_id[0]!r}"
+        )
+    if problem is None:
+        return job_id
+    issue = ConfigIssue("job_id", value, f"{_JOB_ID_RULE} ({problem})", _JOB_ID_FIX)
+    raise SpecError([issue], source="job id")
+
+
+def inside(
+    path: str | os.PathLike[str], root: str | os.PathLike[str], *, what: str = "path"
+) -> Path:
+    """Return ``path`` resolved, after checking that it lies inside ``root`` (or is ``root``).
+
+    Both are resolved first (``~`` expanded, ``..`` removed, every symlink on the way followed;
+    parts that do not exist yet are taken as written), so a link that points out of ``root``
+    is caught.
+
+    Args:
+        path: the path to check.
+        root: the folder it must lie in.
+        what: the field the path was built from, named in the error (``job_id``, ``storage``).
+
+    Raises:
+        SpecError: the resolved path lies outside the resolved root.
+    """
+    base = Path(root).expanduser().resolve()
+    full = Path(path).expanduser().resolve()
+    if full == base or full.is_relative_to(base):
+        return full
+    issue = ConfigIssue(
+        what,
+        str(path),
+        f"it leads to {full}, which must lie inside {base}",
+        "use a plain name without '..', and remove symlinks that point out of that folder",
+    )
+    raise SpecError([issue], source="path")
+
+
+def remove_tree(path: str | os.PathLike[str], *, root: str | os.PathLike[str]) -> bool:
+    """Delete the folder (or file) ``path``, only when it lies strictly inside ``root``.
+
+    A symlink is removed itself, never what it points to; links inside the tree are removed as
+    links too (``shutil.rmtree`` does not follow them). ``root`` itself is never deleted.
+
+    Returns:
+        Whether something was deleted (``False`` when ``path`` does not exist).
+
+    Raises:
+        SpecError: ``path`` (its parent resolved, for a symlink) lies outside ``root``, or is it.
+        OSError: the deletion failed.
+    """
+    target = Path(path).expanduser()
+    base = Path(root).expanduser().resolve()
+    if target.is_symlink():
+        where = inside(target.parent, base) / target.name
+    elif target.exists():
+        where = inside(target, base)
+    else:
+        return False
+    if where == base:
+        issue = ConfigIssue(
+            "path",
+            str(path),
+            f"it is the folder {base} itself; only what lies inside it may be deleted",
+            "delete a folder inside it",
+        )
+        raise SpecError([issue], source="path")
+    if where.is_symlink() or not where.is_dir():
+        where.unlink()
+    else:
+        shutil.rmtree(where)
+    return True
+
+
 def scratch_dir(job_id: str) -> Path:
-    """Local scratch space of one job: trial checkpoints and logs."""
-    return ultron_home() / "scratch" / job_id
+    """Local scratch space of one job: trial checkpoints and logs (``<home>/scratch/<id>``).
+
+    Raises:
+        SpecError: the job id is unsafe, or the folder leads out of ``<home>/scratch`` (a
+            symlink).
+    """
+    base = ultron_home() / "scratch"
+    return inside(base / check_job_id(job_id), base, what="job_id")
 
 
 def job_results_url(storage: str, job_id: str) -> str:
-    """Where the job's results go: ``<storage>/<job_id>``, a folder or a URL."""
+    """Where the job's results go: ``<storage>/<job_id>``, a folder or a URL.
+
+    A folder (also a ``file://`` URL) is resolved, and the result checked to lie inside it;
+    in any other URL the checked id adds exactly one plain segment.
+
+    Raises:
+        SpecError: the job id is unsafe, or the job's folder leads out of ``storage`` (a
+            symlink).
+    """
+    check_job_id(job_id)
+    if storage.startswith("file://"):
+        folder = Path(storage[len("file://") :])
+        inside(folder / job_id, folder, what="job_id")
+        return f"{storage.rstrip('/')}/{job_id}"
     if "://" in storage:
         return f"{storage.rstrip('/')}/{job_id}"
-    return str(Path(storage).expanduser().resolve() / job_id)
+    folder = Path(storage).expanduser().resolve()
+    return str(inside(folder / job_id, folder, what="job_id"))
 
 
 def new_job_id(name: str, *, suffix: str | None = None) -> str:
-    """A readable job id: the job name and ``suffix`` (default a short random one)."""
-    safe = "".join(c if c.isalnum() or c in "-_" else "-" for c in name).strip("-") or "job"
-    return f"{safe[:40]}-{suffix or uuid.uuid4().hex[:8]}"
+    """A readable job id: the job name and ``suffix`` (default a short random one).
+
+    The name is made safe: every character but ASCII letters, digits, ``_`` and ``-`` becomes
+    ``-``, and it is cut to 40 characters; the result passes :func:`check_job_id`.
+    """
+    safe = "".join(c if c.isascii() and (c.isalnum() or c in "-_") else "-" for c in name)
+    safe = safe[:40].strip("-_") or "job"
+    return check_job_id(f"{safe}-{suffix or uuid.uuid4().hex[:8]}")
 
 
 def artifact_key(job_id: str, what: str) -> str:
