@@ -4,6 +4,24 @@ The job's hash, trial table and curves (:mod:`ultron.services.keys` has the layo
 restarted master reads. Each update writes the new rows only, in one transaction with the
 strategy's state. Every key under the job's ``run:`` prefix (running trials, reports, stop
 flags) is transient: ``finalize`` removes them all.
+
+The first run of a job id also stores the spec it ran with and its code base's content hash
+(:meth:`JobStore.save_spec`); a later run with the same id is checked against them
+(:func:`ultron.master.resume.check_resume`) before it may add to the job's trials.
+
+Example:
+    >>> import redis, uuid
+    >>> from ultron.spec.job import JobSpec
+    >>> spec = JobSpec.model_validate(
+    ...     {"code": ".", "model": "pkg.train:Model", "search_space": {"x": [1, 2]}},
+    ...     context={"check_paths": False},
+    ... )
+    >>> store = JobStore(redis.Redis.from_url(redis_url), f"doc-{uuid.uuid4().hex}")
+    >>> store.save_spec(spec, code_hash="c0de"), store.save_spec(spec, code_hash="other")
+    (True, False)
+    >>> stored = store.stored_spec()
+    >>> stored.code_hash, stored.spec["model"]
+    ('c0de', 'pkg.train:Model')
 """
 
 from __future__ import annotations
@@ -13,12 +31,15 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ultron.services import keys
 from ultron.worker.trial import TrialResult
 
-__all__ = ["JobState", "JobStatus", "JobStore"]
+if TYPE_CHECKING:
+    from ultron.spec.job import JobSpec
+
+__all__ = ["JobState", "JobStatus", "JobStore", "StoredSpec"]
 
 
 class JobStatus(StrEnum):
@@ -43,8 +64,21 @@ class JobState:
     next_trial: int = 0
 
 
+@dataclass(frozen=True)
+class StoredSpec:
+    """What the first run of a job id stored about itself.
+
+    Attributes:
+        spec: the job spec it ran with, as ``JobSpec.model_dump(mode="json")`` gave it.
+        code_hash: the content hash of its code base (``None`` if it stored none).
+    """
+
+    spec: dict[str, Any]
+    code_hash: str | None
+
+
 class JobStore:
-    """Reads and writes :class:`JobState` and the job's transient keys."""
+    """Reads and writes :class:`JobState`, the job's first spec and its transient keys."""
 
     def __init__(self, client: Any, job_id: str, *, namespace: str = keys.NAMESPACE) -> None:
         self.client = client
@@ -99,6 +133,34 @@ class JobStore:
             if curves:
                 pipe.hset(self.curves_key, mapping=curves)
         pipe.execute()
+
+    def save_spec(self, spec: JobSpec, *, code_hash: str) -> bool:
+        """Store the job's spec and code hash unless a run of this job id stored them before.
+
+        Each field is set only where it is absent (HSETNX, both in one transaction): the first
+        run of a job id wins, and later runs never overwrite what it ran with.
+
+        Returns:
+            Whether they were stored now (``False``: an earlier run had stored them).
+        """
+        pipe = self.client.pipeline(transaction=True)
+        pipe.hsetnx(self.key, "spec", json.dumps(spec.model_dump(mode="json"), sort_keys=True))
+        pipe.hsetnx(self.key, "code_hash", code_hash)
+        stored, _ = pipe.execute()
+        return bool(stored)
+
+    def stored_spec(self) -> StoredSpec | None:
+        """The spec and code hash the job's first run stored, or ``None`` if none did."""
+        spec, code_hash = self.client.hmget(self.key, ["spec", "code_hash"])
+        if not spec:
+            return None
+        if isinstance(code_hash, bytes):
+            code_hash = code_hash.decode()
+        return StoredSpec(json.loads(spec), code_hash or None)
+
+    def trial_count(self) -> int:
+        """How many trials the job's trial table holds."""
+        return int(self.client.hlen(self.trials_key))
 
     def set_status(self, status: JobStatus) -> None:
         self.client.hset(self.key, "status", str(status))

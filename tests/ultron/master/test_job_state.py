@@ -1,13 +1,14 @@
-"""The job's state and the score cache, on a real Redis server."""
+"""The job's state and its stored spec, on a real Redis server."""
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import redis
 
 from ultron.master.job_state import JobState, JobStatus, JobStore
-from ultron.master.score_cache import ScoreCache
+from ultron.spec.job import JobSpec
 from ultron.worker.trial import TrialResult, TrialStatus
 
 
@@ -48,20 +49,45 @@ def test_transient_keys_are_cleared_and_persistent_ones_stay(redis_url: str) -> 
     assert client.exists(store.key, store.trials_key) == 2
 
 
-def test_score_cache_answers_equal_configurations(redis_url: str) -> None:
-    cache = ScoreCache(redis.Redis.from_url(redis_url), code_hash=uuid.uuid4().hex)
-    cache.put({"b": 2, "a": 1.5}, {"score": 0.25, "metrics": {}})
-    hits = cache.get_many([{"a": 1.5, "b": 2}, {"a": 1.5, "b": 3}])
-    assert hits == [{"score": 0.25, "metrics": {}}, None]  # key order does not matter
-    assert len(cache) == 1
-    other = ScoreCache(redis.Redis.from_url(redis_url), code_hash=uuid.uuid4().hex)
-    assert other.get_many([{"a": 1.5, "b": 2}]) == [None]  # another code base, another cache
+def _spec(**fields: object) -> JobSpec:
+    base = {"code": "/work/code", "model": "pkg.train:Model", "search_space": {"x": [1, 2]}}
+    return JobSpec.model_validate({**base, **fields}, context={"check_paths": False})
 
 
-def test_score_cache_of_other_data_is_another_cache(redis_url: str) -> None:
-    code = uuid.uuid4().hex
+def test_the_first_spec_and_code_hash_are_stored_and_never_overwritten(redis_url: str) -> None:
     client = redis.Redis.from_url(redis_url)
-    ScoreCache(client, code_hash=code, data_hash="aaaa").put({"a": 1}, {"score": 1.0})
-    assert ScoreCache(client, code_hash=code, data_hash="aaaa").get_many([{"a": 1}]) != [None]
-    assert ScoreCache(client, code_hash=code, data_hash="bbbb").get_many([{"a": 1}]) == [None]
-    assert ScoreCache(client, code_hash=code).get_many([{"a": 1}]) == [None]
+    store = JobStore(client, f"job-{uuid.uuid4().hex}")
+    assert store.stored_spec() is None
+    first = _spec(num_iterations=4)
+    assert store.save_spec(first, code_hash="c0de") is True
+    assert store.save_spec(_spec(num_iterations=9, seed=1), code_hash="beef") is False
+    stored = store.stored_spec()
+    assert stored is not None
+    assert stored.spec == first.model_dump(mode="json")  # our field names, as JSON
+    assert stored.code_hash == "c0de"
+    saved = client.hgetall(store.key)
+    assert json.loads(saved[b"spec"])["num_iterations"] == 4 and saved[b"code_hash"] == b"c0de"
+
+
+def test_the_stored_spec_outlives_state_updates_and_finalize(redis_url: str) -> None:
+    client = redis.Redis.from_url(redis_url)
+    store = JobStore(client, f"job-{uuid.uuid4().hex}")
+    store.save_spec(_spec(), code_hash="c0de")
+    loaded = store.load()  # a job with a stored spec and nothing else is a new job's state
+    assert loaded is not None and loaded.trials == [] and loaded.next_trial == 0
+    state = JobState(store.job_id, next_trial=1)
+    state.trials.append(_trial(0))
+    store.save(state, state.trials)
+    store.mark_running({"0001": {"attempt": 1}})
+    store.set_status(JobStatus.COMPLETED)
+    store.clear_transient()
+    stored = store.stored_spec()
+    assert stored is not None and stored.code_hash == "c0de" and stored.spec["seed"] == 0
+    assert store.trial_count() == 1
+
+
+def test_stored_spec_reads_a_decoding_client_too(redis_url: str) -> None:
+    store = JobStore(redis.Redis.from_url(redis_url, decode_responses=True), f"j-{uuid.uuid4()}")
+    store.save_spec(_spec(), code_hash="c0de")
+    stored = store.stored_spec()
+    assert stored is not None and stored.code_hash == "c0de" and stored.spec["model"]

@@ -1,0 +1,194 @@
+"""A job id runs again only with a spec that computes the same numbers (every change named)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+import redis
+
+from ultron.errors import SpecError
+from ultron.master.job_state import JobState, JobStore
+from ultron.master.resume import MAY_CHANGE, check_or_store_spec, check_resume
+from ultron.spec.job import JobSpec
+from ultron.worker.trial import TrialResult, TrialStatus
+
+BASE: dict[str, Any] = {
+    "name": "resume",
+    "code": "/work/code",
+    "model": "pkg.train:Model",
+    "search_space": {"lr": {"type": "loguniform", "low": 1e-4, "high": 1e-1}, "layers": [1, 2]},
+    "num_iterations": 4,
+}
+
+
+def _spec(**fields: Any) -> JobSpec:
+    return JobSpec.model_validate({**BASE, **fields}, context={"check_paths": False})
+
+
+def _stored(**fields: Any) -> dict[str, Any]:
+    return _spec(**fields).model_dump(mode="json")
+
+
+def _refused(stored: dict[str, Any], spec: JobSpec, **kwargs: Any) -> dict[str, Any]:
+    with pytest.raises(SpecError) as caught:
+        check_resume(stored, spec, **kwargs)
+    return {issue.field: issue for issue in caught.value.issues}
+
+
+# field -> (the first run's value, this run's value, the dotted path named)
+REFUSED = {
+    "model": ("pkg.train:Model", "pkg.train:Other", "model"),
+    "seed": (0, 1, "seed"),
+    "strategy": ("random", "tpe", "strategy"),
+    "strategy_options": ({}, {"n_startup": 3}, "strategy_options.n_startup"),
+    "objective": ({"metric": "score"}, {"metric": "loss"}, "objective.metric"),
+    "objective mode": ({"mode": "minimize"}, {"mode": "maximize"}, "objective.mode"),
+    "loop": ("batch", "async", "loop"),
+    "early_stopping": (
+        {"type": "asha", "max_resource": 9},
+        {"type": "asha", "max_resource": 27},
+        "early_stopping.max_resource",
+    ),
+    "storage": ("ultron-runs", "elsewhere", "storage"),
+    "data": (None, {"url": "/data/train.parquet"}, "data"),
+}
+
+
+@pytest.mark.parametrize(("before", "after", "path"), REFUSED.values(), ids=list(REFUSED))
+def test_a_field_that_changes_results_is_refused_and_named(
+    before: Any, after: Any, path: str
+) -> None:
+    name = path.split(".")[0]
+    issues = _refused(_stored(**{name: before}), _spec(**{name: after}))
+    assert list(issues) == [path]
+    issue = issues[path]
+    assert "since this job id first ran" in issue.rule and "->" in issue.rule
+    assert issue.fix.startswith("run with a new job id, or ")
+
+
+def test_every_changed_field_is_listed_with_old_and_new() -> None:
+    """The report's case: another model and another space under an old id."""
+    stored = _stored()
+    space = {"lr": {"type": "loguniform", "low": 1e-3, "high": 1e-1}, "layers": [1, 2, 3], "d": [0]}
+    issues = _refused(stored, _spec(model="pkg.other:Net", search_space=space, seed=7))
+    assert sorted(issues) == [
+        "model",
+        "search_space.d",
+        "search_space.layers.values",
+        "search_space.lr.low",
+        "seed",
+    ]
+    assert "0.0001 -> 0.001" in issues["search_space.lr.low"].rule
+    assert issues["search_space.lr.low"].value == 0.001
+    assert "[1, 2] -> [1, 2, 3]" in issues["search_space.layers.values"].rule
+    assert issues["search_space.d"].fix == "run with a new job id, or remove it"
+    assert "'pkg.train:Model' -> 'pkg.other:Net'" in issues["model"].rule
+
+
+def test_a_choice_of_1_is_not_a_choice_of_1_0_or_true() -> None:
+    stored = _stored(search_space={"k": [1]})
+    for other in ([1.0], [True]):
+        assert list(_refused(stored, _spec(search_space={"k": other}))) == ["search_space.k.values"]
+
+
+def test_a_field_left_out_counts_as_its_default() -> None:
+    """An unset loop is batch (async with early stopping); an unset field counts as its default."""
+    check_resume(_stored(), _spec(loop="batch"))
+    stopping = {"type": "median", "max_resource": 5}
+    check_resume(_stored(early_stopping=stopping), _spec(early_stopping=stopping, loop="async"))
+    older = _stored(strategy="random", seed=0)
+    del older["strategy"], older["seed"], older["cache"]  # a spec stored by an older ultron
+    older["objective"].pop("mode")
+    check_resume(older, _spec())
+    assert list(_refused(older, _spec(seed=3))) == ["seed"]
+
+
+ALLOWED: dict[str, Any] = {
+    "num_iterations": 9,
+    "parallelism": 3,
+    "trial_timeout": 60.0,
+    "acquire_timeout": 5.0,
+    "retries": 0,
+    "max_failed_share": 0.9,
+    "redis_url": "redis://elsewhere:6379/0",
+    "tenant": "team-b",
+    "name": "renamed",
+    "resources": {"cpu": 2, "memory": "1Gi"},
+    "cache": False,
+}
+
+
+def test_the_fields_that_may_change_are_the_ones_listed() -> None:
+    assert set(ALLOWED) == MAY_CHANGE
+
+
+@pytest.mark.parametrize(("name", "value"), ALLOWED.items(), ids=list(ALLOWED))
+def test_a_field_that_changes_no_number_may_change(name: str, value: Any) -> None:
+    check_resume(_stored(), _spec(**{name: value}), trials_done=4)
+
+
+def test_all_allowed_changes_at_once_pass() -> None:
+    check_resume(_stored(), _spec(**ALLOWED), code_hash="c0de", stored_code_hash="c0de")
+
+
+def test_num_iterations_may_not_drop_below_the_trials_done() -> None:
+    check_resume(_stored(num_iterations=10), _spec(num_iterations=6), trials_done=6)
+    issues = _refused(_stored(num_iterations=10), _spec(num_iterations=5), trials_done=6)
+    assert list(issues) == ["num_iterations"]
+    assert "already holds 6 trials" in issues["num_iterations"].rule
+    assert "6 or more" in issues["num_iterations"].fix
+
+
+def test_parallelism_is_part_of_the_computation_with_pop() -> None:
+    pop = {"type": "pop", "max_resource": 5, "options": {"target": 0.9}}
+    issues = _refused(_stored(early_stopping=pop), _spec(early_stopping=pop, parallelism=2))
+    assert list(issues) == ["parallelism"]
+    check_resume(_stored(), _spec(parallelism=2))  # without pop it changes no number
+
+
+def test_code_may_move_when_its_content_hash_is_the_same() -> None:
+    stored = _stored(code="/old/place")
+    moved = _spec(code="/new/place")
+    check_resume(stored, moved, code_hash="c0de", stored_code_hash="c0de")
+    issues = _refused(stored, _spec(code="/old/place"), code_hash="beef", stored_code_hash="c0de")
+    assert list(issues) == ["code"]
+    assert "c0de -> beef" in issues["code"].rule and "restore the code base" in issues["code"].fix
+    # Without the hashes the path is all there is to compare.
+    check_resume(stored, _spec(code="/old/place"))
+    assert list(_refused(stored, moved)) == ["code"]
+
+
+def _store(redis_url: str) -> JobStore:
+    return JobStore(redis.Redis.from_url(redis_url), f"resume-{uuid.uuid4().hex[:12]}")
+
+
+def test_the_first_run_stores_its_spec_and_later_runs_are_checked(redis_url: str) -> None:
+    store = _store(redis_url)
+    assert check_or_store_spec(store, _spec(), code_hash="c0de") is True
+    state = JobState(store.job_id)
+    state.trials = [
+        TrialResult(f"{i:04d}", {"lr": 0.01, "layers": 1}, TrialStatus.COMPLETED, score=1.0)
+        for i in range(4)
+    ]
+    store.save(state, state.trials)
+    # Continuing with a larger budget, the code base elsewhere with the same content.
+    assert (
+        check_or_store_spec(store, _spec(num_iterations=7, code="/moved"), code_hash="c0de")
+        is False
+    )
+    with pytest.raises(SpecError) as caught:
+        check_or_store_spec(store, _spec(model="pkg.other:Net", num_iterations=3), code_hash="beef")
+    assert sorted(i.field for i in caught.value.issues) == ["code", "model", "num_iterations"]
+    stored = store.stored_spec()
+    assert stored is not None and stored.spec == _stored() and stored.code_hash == "c0de"
+
+
+def test_a_job_stored_without_a_spec_gets_one(redis_url: str) -> None:
+    """A job an older ultron ran has a hash but no spec: this run's spec becomes its spec."""
+    store = _store(redis_url)
+    store.save(JobState(store.job_id), [TrialResult("0000", {"x": 1}, TrialStatus.COMPLETED)])
+    assert check_or_store_spec(store, _spec(), code_hash="c0de") is True
+    with pytest.raises(SpecError):
+        check_or_store_spec(store, _spec(seed=1), code_hash="c0de")
