@@ -3,9 +3,11 @@
 All keys start with a namespace (``ultron`` unless a caller chooses another, as tests do):
 
 - ``<ns>:job:<id>``: a hash with the job's status, its strategy's and stopper's state and the
-  next trial number; ``<ns>:job:<id>:trials`` (trial id -> row of the trial table) and
-  ``<ns>:job:<id>:curves`` (trial id -> what it reported). They outlive the job: a job with
-  the same id resumes from them.
+  next trial number, and what its first run stored: ``spec`` (the job spec as JSON, our field
+  names) and ``code_hash`` (its code base's content hash), which a later run with the same id
+  must match (:mod:`ultron.master.resume`); ``<ns>:job:<id>:trials`` (trial id -> row of the
+  trial table) and ``<ns>:job:<id>:curves`` (trial id -> what it reported). They outlive the
+  job: a job with the same id resumes from them.
 - ``<ns>:job:<id>:run:*``: transient, removed by ``finalize``: ``running`` (trials in flight),
   ``reports`` (the report stream of all trials), ``reports:<trial>`` (one trial's reports),
   ``stop:<trial>`` (early stopping wants the trial to end), ``result:<trial>:<attempt>`` (a
@@ -42,7 +44,7 @@ NAMESPACE = "ultron"
 
 
 def job(job_id: str, *, namespace: str = NAMESPACE) -> str:
-    """The job's hash: status, strategy and stopper state, next trial number."""
+    """The job's hash: status, strategy and stopper state, next trial number, spec, code hash."""
     return f"{namespace}:job:{job_id}"
 
 
