@@ -161,7 +161,11 @@ def search_loop(
         cache=ScoreCache(
             client,
             code_hash=env.code_hash,
+            model=spec.model,
+            seed=spec.seed,
+            metric=spec.objective.metric,
             data_hash=resources.data.fingerprint() if resources.data is not None else None,
+            enabled=spec.cache,
         ),
         dispatcher=dispatcher,
         store=store,

@@ -7,9 +7,11 @@ Two loops over the same parts:
 - **async**: hand a new candidate to a worker as soon as one is free and update the strategy
   with each result, so a slow trial never leaves workers idle.
 
-Either way a configuration already scored is answered by the score cache, a configuration
-already in flight waits for that trial instead of training again, and the trial table and the
-strategy's state are written to Redis after every update.
+Either way a configuration already scored by the same computation (code base, data, model
+class, job seed; :mod:`ultron.master.score_cache`) is answered by the score cache unless the
+spec says ``cache: false``, a configuration already in flight waits for that trial instead of
+training again, and the trial table and the strategy's state are written to Redis after every
+update.
 """
 
 from __future__ import annotations
@@ -57,9 +59,18 @@ class Store(Protocol):
 
 
 class Cache(Protocol):
-    """Scores by configuration: :class:`~ultron.master.score_cache.ScoreCache`, or in memory."""
+    """Scores by configuration: :class:`~ultron.master.score_cache.ScoreCache`, or in memory.
 
-    def get_many(self, configs: Sequence[Config]) -> list[dict[str, Any] | None]: ...
+    A cache is made for one computation (code base, data, model class, job seed, objective
+    metric, ``cache`` setting). ``get_many`` answers each configuration about to be launched as
+    trial ``trial_ids[i]`` of ``job_id`` with a stored entry whose ``score`` is the job's
+    metric (:func:`~ultron.master.score_cache.answer`), or ``None``; ``put`` stores a completed
+    trial.
+    """
+
+    def get_many(
+        self, configs: Sequence[Config], *, job_id: str, trial_ids: Sequence[str]
+    ) -> list[dict[str, Any] | None]: ...
 
     def put(self, config: Config, entry: dict[str, Any]) -> None: ...
 
@@ -130,14 +141,19 @@ class Master:
     def _launch(
         self, trial_id: str, config: Config, hit: dict[str, Any] | None
     ) -> TrialResult | None:
-        """Start a trial, or answer it now (cache hit); a repeat of a running one waits."""
+        """Start a trial, or answer it now (cache hit); a repeat of a running one waits.
+
+        ``hit`` is the cache's answer for this trial: its ``score`` is the job's metric.
+        """
         same_trial = hit is not None and (hit.get("job_id"), hit.get("trial_id")) == (
             self.state.job_id,
             trial_id,
         )
         if hit is not None and same_trial and "result" in hit:
             # This very trial finished before the master restarted: take its row as it was.
-            recovered = TrialResult.from_dict({**hit["result"], "trial_id": trial_id})
+            recovered = TrialResult.from_dict(
+                {**hit["result"], "trial_id": trial_id, "score": hit["score"]}
+            )
             self.state.curves[trial_id] = hit.get("curve", [])
             self.on_result(self.state, self.dispatcher.in_flight, recovered)
             return recovered
@@ -252,7 +268,10 @@ class Master:
             ids = [self._new_id() for _ in candidates]
             results: dict[str, TrialResult] = {}
             for trial_id, config, hit in zip(
-                ids, candidates, self.cache.get_many(candidates), strict=True
+                ids,
+                candidates,
+                self.cache.get_many(candidates, job_id=self.state.job_id, trial_ids=ids),
+                strict=True,
             ):
                 answered = self._launch(trial_id, config, hit)
                 if answered is not None:
@@ -320,7 +339,8 @@ class Master:
                     break
                 config, trial_id = candidates[0], self._new_id()
                 launched += 1
-                answered = self._launch(trial_id, config, self.cache.get_many([config])[0])
+                hit = self.cache.get_many([config], job_id=self.state.job_id, trial_ids=[trial_id])
+                answered = self._launch(trial_id, config, hit[0])
                 if answered is not None:
                     self._commit([config], [answered])
                 else:

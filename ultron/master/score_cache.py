@@ -1,36 +1,125 @@
-"""The score cache (paper V-E): scores in Redis, keyed by code base, data and configuration.
+"""The score cache (paper V-E): a configuration's score, answered only for the same computation.
 
-A configuration already scored with the same code base (and, for a job with a ``data``
-section, the same data batched the same way) is answered from the cache instead of being
-trained again. Only completed trials are cached; failures are not.
+What determines a trial's score is the code base, the data (for a job with a ``data``
+section: the same data batched the same way), the model class, the trial's seed (derived
+from the job seed and the configuration) and the configuration; the objective metric picks
+one of the numbers the trial returned. The cache keys on all of it: one Redis hash per code
+base, data, model class and job seed (:func:`ultron.services.keys.score_cache`), a field per
+configuration. An entry keeps every metric the trial returned, and answers a job only when
+it holds that job's objective metric, with that metric's value as the score: a model that
+returns a bare float stores only the metric it was run for, so a job with another metric
+trains it again.
+
+Only completed trials are written; failures are not. A job with ``cache: false`` still
+writes (its scores are as good as any), but is answered only by entries of its own trials:
+a master that restarts takes a trial that finished before the restart as it was.
 
 Example:
-    >>> cache = ScoreCache(redis_client, code_hash="abc")          # doctest: +SKIP
-    >>> cache.put({"lr": 0.1}, {"score": 0.9, "metrics": {}})      # doctest: +SKIP
-    >>> cache.get_many([{"lr": 0.1}])                               # doctest: +SKIP
-    [{'score': 0.9, 'metrics': {}}]
+    >>> import redis
+    >>> client = redis.Redis.from_url(redis_url)
+    >>> def cache(metric, model="pkg.train:Model"):
+    ...     return ScoreCache(client, code_hash="c0de", model=model, seed=0, metric=metric,
+    ...                       namespace="doctest-score-cache")
+    >>> cache("loss").put({"lr": 0.1}, {"score": 0.5, "metrics": {"loss": 0.5, "acc": 0.75}})
+    >>> cache("acc").get_many([{"lr": 0.1}], job_id="j", trial_ids=["0000"])[0]["score"]
+    0.75
+    >>> cache("f1").get_many([{"lr": 0.1}], job_id="j", trial_ids=["0000"])
+    [None]
+    >>> cache("loss", model="pkg.train:Other").get_many([{"lr": 0.1}], job_id="j", trial_ids=["0"])
+    [None]
+    >>> clear_cache(client, namespace="doctest-score-cache")
+    1
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ultron.algorithms.space import Config, canonical
 from ultron.services import keys
 
-__all__ = ["ScoreCache"]
+__all__ = ["ScoreCache", "answer", "clear_cache", "stored_entry"]
+
+_DELETE_BATCH = 500
+
+
+def answer(
+    entry: Mapping[str, Any] | None,
+    *,
+    metric: str,
+    enabled: bool,
+    job_id: str,
+    trial_id: str,
+) -> dict[str, Any] | None:
+    """What a cache entry answers for trial ``trial_id`` of job ``job_id``, or ``None``.
+
+    Args:
+        entry: what :meth:`ScoreCache.put` stored (``score``, ``metrics``, ``job_id``,
+            ``trial_id``, ...), or ``None``.
+        metric: the job's objective metric; an entry whose metrics lack it answers nothing.
+        enabled: the job's ``cache`` setting; when off, only an entry of this very trial
+            answers (it finished before the master restarted).
+        job_id: the job that asks.
+        trial_id: the trial being launched.
+
+    Returns:
+        The entry with ``score`` set to ``metrics[metric]``, or ``None``.
+
+    Example:
+        >>> entry = {"score": 1.0, "metrics": {"a": 1.0, "b": 2.0}, "job_id": "j", "trial_id": "0"}
+        >>> answer(entry, metric="b", enabled=True, job_id="k", trial_id="0")["score"]
+        2.0
+        >>> answer(entry, metric="c", enabled=True, job_id="j", trial_id="0") is None
+        True
+        >>> answer(entry, metric="a", enabled=False, job_id="k", trial_id="0") is None
+        True
+    """
+    if entry is None:
+        return None
+    metrics = entry.get("metrics") or {}
+    if metric not in metrics:
+        return None
+    same_trial = (entry.get("job_id"), entry.get("trial_id")) == (job_id, trial_id)
+    if not enabled and not same_trial:
+        return None
+    return {**entry, "score": float(metrics[metric])}
+
+
+def stored_entry(entry: Mapping[str, Any], *, metric: str) -> dict[str, Any]:
+    """``entry`` as a cache keeps it: its metrics hold ``metric``, the score's name.
+
+    A trial's score is the job's objective metric; a model that returned a bare float has only
+    that, and an entry stored without it could answer no job.
+
+    Example:
+        >>> stored_entry({"score": 0.5, "metrics": {}}, metric="loss")
+        {'score': 0.5, 'metrics': {'loss': 0.5}}
+    """
+    metrics = dict(entry.get("metrics") or {})
+    if metric not in metrics and entry.get("score") is not None:
+        metrics[metric] = entry["score"]
+    return {**entry, "metrics": metrics}
 
 
 class ScoreCache:
-    """Scores of configurations, one Redis hash per code base (and data).
+    """Scores of configurations, one Redis hash per code base, data, model class and job seed.
+
+    Order of calls: the master asks :meth:`get_many` for the candidates it is about to launch
+    and :meth:`put` s each completed trial; nothing else writes these keys except
+    :func:`clear_cache`.
 
     Args:
         client: a ``redis.Redis`` client.
         code_hash: the content hash of the code base.
+        model: the model class, ``module:Class`` (``JobSpec.model``).
+        seed: the job seed (``JobSpec.seed``); each trial's seed derives from it and the
+            configuration (:func:`ultron.worker.trial.trial_seed`).
+        metric: the job's objective metric (``JobSpec.objective.metric``).
         data_hash: the data service's fingerprint (``DataServiceHandle.fingerprint()``), or
             ``None`` for a job without streamed data.
+        enabled: ``JobSpec.cache``; when ``False`` only the job's own trials are answered.
         namespace: key prefix.
     """
 
@@ -39,22 +128,80 @@ class ScoreCache:
         client: Any,
         *,
         code_hash: str,
+        model: str,
+        seed: int,
+        metric: str,
         data_hash: str | None = None,
+        enabled: bool = True,
         namespace: str = keys.NAMESPACE,
     ) -> None:
         self.client = client
-        self.key = keys.score_cache(code_hash, data_hash, namespace=namespace)
+        self.metric = metric
+        self.enabled = enabled
+        self.key = keys.score_cache(
+            code_hash, data_hash, model=model, seed=seed, namespace=namespace
+        )
 
-    def get_many(self, configs: Sequence[Config]) -> list[dict[str, Any] | None]:
-        """The cached entries of ``configs`` (``None`` where absent), in one round trip."""
+    def get_many(
+        self, configs: Sequence[Config], *, job_id: str, trial_ids: Sequence[str]
+    ) -> list[dict[str, Any] | None]:
+        """The answers for ``configs`` (see :func:`answer`), ``None`` where none, in one round trip.
+
+        Args:
+            configs: the configurations about to be launched.
+            job_id: the job that asks.
+            trial_ids: the trial id each configuration is launched as, in the same order.
+        """
+        if len(trial_ids) != len(configs):
+            raise ValueError(
+                f"get_many got {len(configs)} configurations and {len(trial_ids)} trial ids; "
+                "it needs one trial id per configuration"
+            )
         if not configs:
             return []
         raw = self.client.hmget(self.key, [canonical(c) for c in configs])
-        return [json.loads(v) if v is not None else None for v in raw]
+        return [
+            answer(
+                json.loads(value) if value is not None else None,
+                metric=self.metric,
+                enabled=self.enabled,
+                job_id=job_id,
+                trial_id=trial_id,
+            )
+            for value, trial_id in zip(raw, trial_ids, strict=True)
+        ]
 
     def put(self, config: Config, entry: dict[str, Any]) -> None:
         """Cache ``entry`` (score, metrics, where it came from) for ``config``."""
+        entry = stored_entry(entry, metric=self.metric)
         self.client.hset(self.key, canonical(config), json.dumps(entry))
 
     def __len__(self) -> int:
         return int(self.client.hlen(self.key))
+
+    @staticmethod
+    def clear_all(client: Any, *, namespace: str = keys.NAMESPACE) -> int:
+        """Delete every score cache of ``namespace`` (see :func:`clear_cache`)."""
+        return clear_cache(client, namespace=namespace)
+
+
+def clear_cache(client: Any, *, namespace: str = keys.NAMESPACE) -> int:
+    """Delete every score cache key under ``namespace``, of any version; returns how many.
+
+    Keys are found with SCAN (the server is never blocked by a KEYS) and deleted in batches.
+    A job running meanwhile may write new entries; they are its own, and stay.
+
+    Args:
+        client: a ``redis.Redis`` client.
+        namespace: key prefix (``ultron`` unless a caller chose another).
+    """
+    deleted = 0
+    batch: list[Any] = []
+    for key in client.scan_iter(match=keys.score_cache_pattern(namespace=namespace), count=1000):
+        batch.append(key)
+        if len(batch) >= _DELETE_BATCH:
+            deleted += int(client.delete(*batch))
+            batch.clear()
+    if batch:
+        deleted += int(client.delete(*batch))
+    return deleted

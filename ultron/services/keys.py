@@ -12,22 +12,33 @@ All keys start with a namespace (``ultron`` unless a caller chooses another, as 
   ``reports`` (the report stream of all trials), ``reports:<trial>`` (one trial's reports),
   ``stop:<trial>`` (early stopping wants the trial to end), ``result:<trial>:<attempt>`` (a
   finished attempt's result, so that Dask running it again returns it).
-- ``<ns>:cache:<code hash>[:data:<data fingerprint>]``: the score cache, a hash from the
-  canonical configuration to its score.
+- ``<ns>:cache:v<version>:<digest>``: the score cache of one computation, a hash from the
+  canonical configuration to what its trial scored (all its metrics). The digest is the sha256
+  of what determines a score besides the configuration: the code base hash, the data
+  fingerprint (or none), the model class and the job seed (each trial's seed derives from it
+  and the configuration). A new :data:`SCORE_CACHE_VERSION` leaves the old entries unread;
+  ``<ns>:cache:*`` matches them all (:func:`score_cache_pattern`).
 - ``<ns>:limiter:<name>``: the resource limiter (``max_units``, ``leases``, ``units``,
   ``tenant``, ``owners``, ``jobs``).
 
 Example:
     >>> job("quickstart-1a2b"), trial_stop("quickstart-1a2b", "0003")
     ('ultron:job:quickstart-1a2b', 'ultron:job:quickstart-1a2b:run:stop:0003')
-    >>> score_cache("c0de", "da7a", namespace="test")
-    'test:cache:c0de:data:da7a'
+    >>> key = score_cache("c0de", "da7a", model="pkg.train:Model", seed=0, namespace="test")
+    >>> key.startswith("test:cache:v2:"), len(key)  # v2: the version; then a sha256
+    (True, 78)
+    >>> key == score_cache("c0de", "da7a", model="pkg.train:Other", seed=0, namespace="test")
+    False
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+
 __all__ = [
     "NAMESPACE",
+    "SCORE_CACHE_VERSION",
     "job",
     "job_curves",
     "job_run",
@@ -35,12 +46,16 @@ __all__ = [
     "limiter",
     "report_stream",
     "score_cache",
+    "score_cache_pattern",
     "trial_reports",
     "trial_result",
     "trial_stop",
 ]
 
 NAMESPACE = "ultron"
+
+# Raised whenever what a score cache entry means changes: keys of another version are not read.
+SCORE_CACHE_VERSION = 2
 
 
 def job(job_id: str, *, namespace: str = NAMESPACE) -> str:
@@ -83,9 +98,35 @@ def trial_result(job_id: str, trial_id: str, attempt: int) -> str:
     return job_run(job_id, "result", trial_id, str(attempt))
 
 
-def score_cache(code_hash: str, data_hash: str | None = None, *, namespace: str = NAMESPACE) -> str:
-    """The score cache of one code base (and data set, when the job streams data)."""
-    return f"{namespace}:cache:{code_hash}" + (f":data:{data_hash}" if data_hash else "")
+def score_cache(
+    code_hash: str,
+    data_hash: str | None,
+    *,
+    model: str,
+    seed: int,
+    namespace: str = NAMESPACE,
+) -> str:
+    """The score cache of one computation: code base, data, model class and job seed.
+
+    The parts are hashed (sha256 of their canonical JSON) so the key stays short however long
+    the model path is; the objective metric is not a part: entries hold all metrics, and a
+    cache answers only those that hold the job's.
+    """
+    parts = {
+        "code": code_hash,
+        "data": data_hash,
+        "model": model,
+        "seed": seed,
+        "version": SCORE_CACHE_VERSION,
+    }
+    digest = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+    return f"{namespace}:cache:v{SCORE_CACHE_VERSION}:{digest}"
+
+
+def score_cache_pattern(*, namespace: str = NAMESPACE) -> str:
+    """A SCAN pattern that matches every score cache key of ``namespace``, any version."""
+    escaped = "".join(f"\\{c}" if c in "*?[]\\" else c for c in namespace)
+    return f"{escaped}:cache:*"
 
 
 def limiter(name: str, *, namespace: str = NAMESPACE) -> str:

@@ -44,6 +44,7 @@ from ultron.master.early_stopping import StopperDriver
 from ultron.master.job_state import JobState
 from ultron.master.loops import Master, SearchSettings
 from ultron.master.results import best_trial
+from ultron.master.score_cache import answer, stored_entry
 from ultron.simulation.benchmark import Benchmark, LearningCurve, SimulatedClock
 from ultron.worker.trial import TrialRequest, TrialResult, TrialStatus
 
@@ -64,16 +65,34 @@ class MemoryStore:
 
 
 class MemoryCache:
-    """The score cache as a dict."""
+    """The score cache of one simulated job, as a dict; answers as the real one does.
 
-    def __init__(self) -> None:
+    Args:
+        metric: the objective metric; an entry answers only when its metrics hold it.
+        enabled: when ``False``, only an entry of the very trial asked for answers.
+    """
+
+    def __init__(self, *, metric: str = _METRIC, enabled: bool = True) -> None:
+        self.metric = metric
+        self.enabled = enabled
         self.entries: dict[str, dict[str, Any]] = {}
 
-    def get_many(self, configs: Sequence[Config]) -> list[dict[str, Any] | None]:
-        return [self.entries.get(canonical(c)) for c in configs]
+    def get_many(
+        self, configs: Sequence[Config], *, job_id: str, trial_ids: Sequence[str]
+    ) -> list[dict[str, Any] | None]:
+        return [
+            answer(
+                self.entries.get(canonical(c)),
+                metric=self.metric,
+                enabled=self.enabled,
+                job_id=job_id,
+                trial_id=trial_id,
+            )
+            for c, trial_id in zip(configs, trial_ids, strict=True)
+        ]
 
     def put(self, config: Config, entry: dict[str, Any]) -> None:
-        self.entries[canonical(config)] = entry
+        self.entries[canonical(config)] = stored_entry(entry, metric=self.metric)
 
 
 @dataclass
