@@ -4,6 +4,9 @@
 
 Serve it to trigger jobs from the Prefect UI (``prefect.yaml`` or
 ``python -m ultron.flows.hpo_job serve``); the ``spec`` parameter is the job spec as a mapping.
+
+SIGINT and SIGTERM cancel the job (:mod:`ultron.master.cancel`): ``finalize`` still runs, the
+flow run ends ``Cancelled`` (its data is the job's summary) and the job resumes with its id.
 """
 
 from __future__ import annotations
@@ -14,12 +17,19 @@ from typing import Any
 
 from prefect import flow
 from prefect.runtime import flow_run
+from prefect.states import Cancelled, State
 
+from ultron.containerize.modelcheck import check_model
 from ultron.containerize.usercode import import_paths, user_code
 from ultron.datamanager import validate_data
-from ultron.master.job_state import JobState
+from ultron.errors import JobCancelledError
+from ultron.master.cancel import CANCEL, handling_signals
+from ultron.master.job_state import JobState, JobStatus, JobStore
+from ultron.master.resume import check_or_store_spec
 from ultron.master.strategy import build_stopper, build_strategy
-from ultron.services.paths import new_job_id
+from ultron.services.paths import check_job_id, new_job_id
+from ultron.services.reachability import check_storage
+from ultron.services.redis_client import connect
 from ultron.services.runtime import job_redis
 from ultron.spec.loader import load_spec
 from ultron.tasks.acquire_resources import JobResources, acquire_resources
@@ -31,22 +41,32 @@ __all__ = ["hpo_job"]
 
 
 @flow(name="hpo-job", validate_parameters=False)
-def hpo_job(spec: dict[str, Any], job_id: str | None = None) -> dict[str, Any]:
+def hpo_job(spec: dict[str, Any], job_id: str | None = None) -> dict[str, Any] | State:
     """Run one HPO job and return its summary (best configuration, score, trials, files).
 
     Args:
         spec: the job spec (our field names or the paper's Fig. 2 keys).
         job_id: a stable id; running again with the id of an unfinished job resumes it.
+
+    Returns:
+        The summary; a cancelled job returns a ``Cancelled`` state whose data is the summary.
     """
     job = load_spec(spec)  # every problem is reported before any compute is spent
-    job_id = job_id or _stable_job_id(job.name)
-    with job_redis(job) as redis_url:
+    job_id = check_job_id(job_id) if job_id is not None else _stable_job_id(job.name)
+    # Over Prefect's own SIGTERM handler, which would raise wherever the flow happens to be.
+    with handling_signals(), job_redis(job) as redis_url:
         resources: JobResources | None = None
         state: JobState | None = None
         error: str | None = None
+        status = JobStatus.COMPLETED
         clock = _Clock()
         try:
+            check_storage(job.storage)  # an unreachable object store fails in seconds
             env = clock.time("containerize", containerize, job, job_id)
+            CANCEL.raise_if_requested(job_id)
+            # Before any trial: the job id's first spec and code base, or the same computation.
+            check_or_store_spec(JobStore(connect(redis_url), job_id), job, code_hash=env.code_hash)
+            check_model(env.python, import_paths(env.source), job.model)
             # The user's code owns its module names in this process while the job runs (a BYO
             # strategy may import more of it later); nothing of it outlives the job.
             with user_code(import_paths(env.source)):
@@ -72,10 +92,25 @@ def hpo_job(spec: dict[str, Any], job_id: str | None = None) -> dict[str, Any]:
                 )
         except BaseException as exc:
             error = f"{type(exc).__name__}: {exc}"
-            raise
+            status = JobStatus.CANCELLED if _is_cancellation(exc) else JobStatus.FAILED
+            if status is JobStatus.FAILED:
+                raise
         finally:
-            summary = finalize(job, job_id, redis_url, resources, state, error, clock.seconds)
+            summary = finalize(
+                job, job_id, redis_url, resources, state, error, clock.seconds, status
+            )
+    if status is JobStatus.CANCELLED:
+        return Cancelled(
+            message=f"job {job_id} was cancelled; it resumes with its id", data=summary
+        )
     return summary
+
+
+def _is_cancellation(exc: BaseException) -> bool:
+    """A signal asked the job to stop (ours, or Prefect's SIGTERM bridge before ours was up)."""
+    from prefect.exceptions import TerminationSignal
+
+    return isinstance(exc, JobCancelledError | TerminationSignal | KeyboardInterrupt)
 
 
 def _stable_job_id(name: str) -> str:

@@ -16,6 +16,7 @@ from prefect.cache_policies import NONE
 from ultron.containerize.environment import TrialEnvironment
 from ultron.containerize.usercode import import_paths
 from ultron.datamanager import DataServiceHandle, start_data_service
+from ultron.master.cancel import CANCEL
 from ultron.services.cluster import ClusterHandle, start_cluster
 from ultron.services.limiter import Lease, LeaseKeeper, ResourceLimiter, read_max_units
 from ultron.services.paths import scratch_dir
@@ -81,7 +82,11 @@ def acquire_resources(
         tenant=spec.tenant,
     )
     lease = limiter.acquire_blocking(
-        job_id, spec.units, ttl_s=lease_ttl_s(), timeout_s=spec.acquire_timeout
+        job_id,
+        spec.units,
+        ttl_s=lease_ttl_s(),
+        timeout_s=spec.acquire_timeout,
+        check=lambda: CANCEL.raise_if_requested(job_id),
     )
     keeper = LeaseKeeper(limiter, lease).start()
     logger.info(

@@ -34,18 +34,27 @@ def finalize(
     state: JobState | None,
     error: str | None = None,
     timings: dict[str, float] | None = None,
+    status: JobStatus | None = None,
 ) -> dict[str, Any]:
-    """Release, clean up and report; returns the job's summary."""
+    """Release, clean up and report; returns the job's summary.
+
+    ``status`` is how the job ended (default: failed with an ``error``, else completed). An
+    unfinished (cancelled or failed) job keeps its record of running trials, so that they
+    resume from their checkpoints when the job runs again with its id.
+    """
     logger = get_run_logger()
     if resources is not None:
         resources.release()
     store = JobStore(connect(redis_url), job_id)
     state = state or store.load() or JobState(job_id)
-    state.status = JobStatus.FAILED if error else JobStatus.COMPLETED
+    state.status = status or (JobStatus.FAILED if error else JobStatus.COMPLETED)
     store.set_status(state.status)
+    interrupted = store.running() if state.status is not JobStatus.COMPLETED else {}
     removed = store.clear_transient()
+    if interrupted:
+        store.mark_running(interrupted)
     logger.info("removed %d transient keys", removed)
-    if not error:  # the store holds the committed checkpoints; a failed job keeps its own
+    if state.status is JobStatus.COMPLETED:  # an unfinished job keeps its checkpoints
         shutil.rmtree(scratch_dir(job_id) / "checkpoints", ignore_errors=True)
     url = job_results_url(spec.storage, job_id)
     mode = spec.objective.mode

@@ -17,6 +17,8 @@ from prefect.cache_policies import NONE
 from ultron.algorithms.base import HPOAlgorithm
 from ultron.algorithms.stoppers.base import Stopper
 from ultron.containerize.environment import TrialEnvironment
+from ultron.errors import JobCancelledError
+from ultron.master.cancel import CANCEL
 from ultron.master.dispatcher import TrialDispatcher
 from ultron.master.early_stopping import StopperDriver
 from ultron.master.job_state import JobState, JobStore
@@ -26,6 +28,7 @@ from ultron.master.results import best_trial
 from ultron.master.score_cache import ScoreCache
 from ultron.services.paths import artifact_key, scratch_dir
 from ultron.services.redis_client import connect
+from ultron.settings import settings
 from ultron.spec.job import JobSpec
 from ultron.tasks.acquire_resources import JobResources
 from ultron.worker.trial import TrialResult
@@ -101,6 +104,7 @@ def _stopper_driver(
 
 
 def _check_lease(resources: JobResources, job_id: str) -> None:
+    CANCEL.raise_if_requested(job_id)
     if resources.keeper.lost:
         raise RuntimeError(
             f"job {job_id} lost its resource lease (it stalled past the lease TTL); "
@@ -180,6 +184,10 @@ def search_loop(
             master.run_async()
         else:
             master.run_batch()
+    except JobCancelledError:
+        stopped = dispatcher.stop_running(settings().cancel_grace)
+        logger.warning("job %s cancelled; trials %s resume from their checkpoints", job_id, stopped)
+        raise
     finally:
         if driver is not None:
             driver.close()

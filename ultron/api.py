@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import ast
 import os
+import sys
 from collections.abc import Mapping
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
+from ultron.errors import JobCancelledError, UltronError
+from ultron.master.cancel import CANCEL, handling_signals
 from ultron.master.results import HPOResult
 from ultron.master.strategy import check_options
+from ultron.services.paths import check_job_id, new_job_id
+from ultron.settings import settings
 from ultron.spec.job import JobSpec
 from ultron.spec.loader import load_spec
 
@@ -37,24 +44,113 @@ def run(
 ) -> HPOResult:
     """Run an HPO job to the end and return its result.
 
+    Ctrl-C (SIGINT) or SIGTERM cancels the job: its running trials are asked to stop, the
+    results so far are written, and :class:`~ultron.errors.JobCancelledError` is raised (its
+    ``result`` holds what was done); running again with the same ``job_id`` resumes. A second
+    Ctrl-C ends the process at once.
+
     Args:
         spec: a path to a YAML/JSON spec, the spec as a mapping, or a :class:`JobSpec`.
-        job_id: a stable id; the id of an unfinished job resumes it.
+        job_id: a stable id (letters, digits, ``.``, ``_`` and ``-``); the id of an
+            unfinished job resumes it. Default: a new id from the job's name.
         **overrides: spec fields to replace, e.g. ``num_iterations=4``.
 
     Raises:
-        SpecError: the spec has problems (all of them are listed); nothing was started.
+        SpecError: the spec or the job id has problems (all of them are listed); nothing was
+            started.
+        JobCancelledError: the job was cancelled; it resumes with its id.
+        UltronError: the job failed (too many failed trials, no resources, ...).
 
     Example:
         >>> result = ultron.run("examples/quickstart/job.yaml")        # doctest: +SKIP
         >>> result.best_config, result.best_score                      # doctest: +SKIP
     """
     prefect_defaults()
+    job = spec if isinstance(spec, JobSpec) else load_spec(spec, check_code=True)
+    if overrides:
+        job = load_spec({**job.model_dump(mode="json"), **overrides}, check_code=True)
+    check_options(job)  # a built-in's options are checked before Prefect starts
+    job_id = check_job_id(job_id) if job_id is not None else new_job_id(job.name)
+    _check_main_guard()
+    from prefect.states import State
+
     from ultron.flows.hpo_job import hpo_job
 
-    job = spec if isinstance(spec, JobSpec) else load_spec(spec)
-    if overrides:
-        job = load_spec({**job.model_dump(mode="json"), **overrides})
-    check_options(job)  # a built-in's options are checked before Prefect starts
-    summary = hpo_job(job.model_dump(mode="json"), job_id=job_id)
-    return HPOResult.from_summary(summary)
+    CANCEL.reset()
+    with handling_signals():
+        state: State = hpo_job(job.model_dump(mode="json"), job_id=job_id, return_state=True)
+    if state.is_cancelled():
+        summary = state.result(raise_on_failure=False)
+        raise JobCancelledError(
+            f"job {job_id} was cancelled; run it again with job_id={job_id!r} to resume",
+            signal_number=CANCEL.signal_number,
+            result=HPOResult.from_summary(summary) if isinstance(summary, dict) else None,
+        )
+    if not state.is_completed():
+        outcome = state.result(raise_on_failure=False)
+        if isinstance(outcome, BaseException):
+            raise outcome
+        raise UltronError(f"job {job_id} ended {state.type.value}: {state.message}")
+    return HPOResult.from_summary(state.result())
+
+
+def _check_main_guard() -> None:
+    """Refuse a call at the top level of a script without ``if __name__ == "__main__":``.
+
+    Dask starts its local worker processes by importing the main script again; unguarded,
+    each of them would start the job again, and the workers would fail to start after 30 s.
+    """
+    if settings().dask_address:  # no local worker processes are started
+        return
+    main = sys.modules.get("__main__")
+    main_file = getattr(main, "__file__", None)
+    if main is None or not main_file or not str(main_file).endswith(".py"):
+        return  # python -c, a notebook, a REPL: no script to import again
+    line = _unguarded_line(main_file, _main_frame(main))
+    if line is not None:
+        raise UltronError(_guard_message(main_file, line))
+
+
+def _main_frame(main: Any) -> FrameType | None:
+    """The frame of the main script's top level that leads to this call."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_globals is vars(main) and frame.f_code.co_name == "<module>":
+            return frame
+        frame = frame.f_back  # type: ignore[assignment]
+    return None
+
+
+def _unguarded_line(path: str, frame: FrameType | None) -> int | None:
+    """The line of the script's top-level statement that runs the job, when it is not inside
+    an ``if __name__ == "__main__":`` block; ``None`` when guarded or unknown."""
+    if frame is None:
+        return None
+    try:
+        tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+        return None
+    line = frame.f_lineno
+    for node in tree.body:
+        end = getattr(node, "end_lineno", node.lineno)
+        if node.lineno <= line <= end:
+            return None if _is_main_guard(node) else line
+    return None
+
+
+def _is_main_guard(node: ast.stmt) -> bool:
+    if not isinstance(node, ast.If) or not isinstance(node.test, ast.Compare):
+        return False
+    sides = [node.test.left, *node.test.comparators]
+    names = {s.id for s in sides if isinstance(s, ast.Name)}
+    texts = {s.value for s in sides if isinstance(s, ast.Constant)}
+    return names == {"__name__"} and texts == {"__main__"}
+
+
+def _guard_message(path: str, line: int) -> str:
+    return (
+        f"ultron.run is called at the top level of {path}, line {line}, outside an "
+        '`if __name__ == "__main__":` block. Dask starts its worker processes by importing '
+        "that script again, and each would start the job again. Fix: put the call (and "
+        'whatever starts the job) under `if __name__ == "__main__":`'
+    )

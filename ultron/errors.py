@@ -76,11 +76,15 @@ class JobCancelledError(UltronError):
 
     Attributes:
         signal_number: the signal that asked, or ``None`` when asked otherwise.
+        result: what the job had done (an ``HPOResult``), when ``ultron.run`` raises it.
     """
 
-    def __init__(self, message: str, *, signal_number: int | None = None) -> None:
+    def __init__(
+        self, message: str, *, signal_number: int | None = None, result: object = None
+    ) -> None:
         super().__init__(message)
         self.signal_number = signal_number
+        self.result = result
 
 
 class JobFailedError(UltronError):

@@ -51,6 +51,7 @@ class UltronSettings(BaseSettings):
 
     Attributes:
         home: the local folder for trial environments, the embedded Redis and scratch.
+        cancel_grace: seconds running trials get to stop after a cancellation.
         dask_address: a running Dask scheduler to send trials to; None starts a local cluster.
         data_service: the data service of a trial process, as JSON.
         fresh_trial_process: a fresh trial process per trial (a benchmark's baseline).
@@ -72,6 +73,14 @@ class UltronSettings(BaseSettings):
         description="Trial environments, the embedded Redis's data, scratch (checkpoints, logs).",
         rule="it must be a folder",
         example="~/.cache/ultron",
+    )
+    cancel_grace: float = _field(
+        5.0,
+        ge=0,
+        description="Seconds running trials get to return (ultron.report answers STOP) after "
+        "Ctrl-C or SIGTERM before they are stopped; they resume from their checkpoints.",
+        rule="it must be a number of seconds, 0 or more",
+        example="5",
     )
     dask_address: str | None = _field(
         description="A running Dask scheduler to send trials to; unset starts a local cluster.",

@@ -7,12 +7,16 @@ recorded in Redis while they run.
 
 from __future__ import annotations
 
+import json
 import os
+import time
 from typing import Any
 
 from ultron.containerize.environment import TrialEnvironment
 from ultron.containerize.usercode import import_paths
+from ultron.master.cancel import CANCEL
 from ultron.master.job_state import JobStore
+from ultron.services import keys
 from ultron.services.paths import job_results_url
 from ultron.spec.job import JobSpec
 from ultron.worker.runner import run_trial
@@ -61,6 +65,7 @@ class TrialDispatcher:
         self.results_url = job_results_url(spec.storage, store.job_id)
         self._done = as_completed([], with_results=False)
         self._pending: dict[str, TrialRequest] = {}
+        self._futures: dict[str, Any] = {}
 
     @property
     def in_flight(self) -> int:
@@ -102,6 +107,7 @@ class TrialDispatcher:
                 run_trial, request.to_dict(), key=key, pure=False, resources=self.resources
             )
             self._pending[future.key] = request
+            self._futures[future.key] = future
             self._done.add(future)
         if requests:
             self.store.mark_running(
@@ -111,11 +117,48 @@ class TrialDispatcher:
                 }
             )
 
+    def _next_done(self) -> Any:
+        """The next finished future; raises JobCancelledError as soon as the job is cancelled."""
+        condition = self._done.thread_condition  # notified by as_completed on every completion
+        while not self._done.has_ready():
+            CANCEL.raise_if_requested(self.store.job_id)
+            with condition:
+                condition.wait(timeout=0.1)
+        return next(self._done)
+
+    def stop_running(self, grace_s: float) -> list[str]:
+        """Ask every running trial to stop and wait up to ``grace_s`` seconds for them.
+
+        A model that calls ``ultron.report`` hears ``STOP`` and may save a checkpoint and
+        return; what it returns is not recorded (the trial was cut short): the trial stays in
+        the running record and resumes from its checkpoint when the job does. Returns the ids
+        of the trials that were running.
+        """
+        running = sorted({r.trial_id for r in self._pending.values()})
+        if not running:
+            return []
+        stop = json.dumps({"decision": "cancel", "at": time.time()})
+        client = self.store.client
+        pipe = client.pipeline()
+        for trial_id in running:
+            pipe.set(keys.trial_stop(self.store.job_id, trial_id), stop)
+        pipe.execute()
+        deadline = time.monotonic() + grace_s
+        futures = list(self._futures.values())
+        while time.monotonic() < deadline and not all(f.done() for f in futures):
+            time.sleep(0.05)
+        return running
+
     def wait_one(self) -> tuple[TrialResult, list[dict[str, Any]]]:
-        """Block until some trial is finally done; returns its result and learning curve."""
+        """Block until some trial is finally done; returns its result and learning curve.
+
+        Raises:
+            JobCancelledError: the job was asked to stop (checked every 0.1 s).
+        """
         while True:
-            future = next(self._done)
+            future = self._next_done()
             request = self._pending.pop(future.key)
+            self._futures.pop(future.key, None)
             try:
                 data = future.result()
             except Exception as exc:  # KilledWorker, a lost worker: the infrastructure's fault

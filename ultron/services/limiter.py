@@ -268,8 +268,12 @@ class ResourceLimiter:
         retry_delay_s: float = 1.0,
         backoff: float = 1.5,
         max_delay_s: float = 10.0,
+        check: Callable[[], None] | None = None,
     ) -> Lease:
         """Like ``acquire``, retrying with growing delays (the paper's delayed retry) until granted.
+
+        ``check`` is called at least every 0.2 s while waiting; what it raises (a cancelled
+        job's error) ends the wait.
 
         Raises:
             ResourceTimeoutError: not granted within ``timeout_s``, or never grantable.
@@ -287,7 +291,11 @@ class ResourceLimiter:
                 msg = self._timeout_message(job_id, units, timeout_s, total, mine)
                 raise ResourceTimeoutError(msg)
             logger.info("job %s waits for %d units (%d in use)", job_id, units, total)
-            time.sleep(max(0.0, min(delay, remaining, max_delay_s)))
+            until = time.monotonic() + max(0.0, min(delay, remaining, max_delay_s))
+            while (left := until - time.monotonic()) > 0:
+                if check is not None:
+                    check()
+                time.sleep(min(left, 0.2))
             delay = min(delay * backoff, max_delay_s)
 
     def _timeout_message(

@@ -1,0 +1,211 @@
+"""Stopping a job when asked: SIGINT (Ctrl-C) or SIGTERM, in the flow process.
+
+A signal is an instruction, not a crash. The first SIGINT or SIGTERM sets the process's
+:data:`CANCEL` request; the master's loop sees it within a fraction of a second and raises
+:class:`~ultron.errors.JobCancelledError`, the running trials are asked to stop (then stopped
+when their grace period is over), ``finalize`` runs while the job's services are still up, and
+the job ends ``cancelled``, ready to resume. A second signal forces the exit at once.
+
+Ctrl-C in a terminal goes to every process of the foreground process group: the Dask workers,
+the data service and Prefect's temporary server would die mid-job and the job could not
+finish cleanly. :func:`handling_signals` therefore blocks SIGINT in the thread that starts them
+(a blocked signal stays blocked in the threads and processes it starts) and takes it with
+:func:`signal.sigwait` in a thread of its own; only this process hears Ctrl-C.
+
+Example:
+    >>> CANCEL.reset()
+    >>> CANCEL.requested
+    False
+    >>> CANCEL.request(signal.SIGTERM)
+    True
+    >>> CANCEL.raise_if_requested("demo-1")
+    Traceback (most recent call last):
+        ...
+    ultron.errors.JobCancelledError: job demo-1 was cancelled (SIGTERM)
+    >>> CANCEL.reset()
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import threading
+from collections.abc import Callable, Iterator
+
+from ultron.errors import JobCancelledError
+
+__all__ = ["CANCEL", "CancelRequest", "exit_code", "handling_signals", "sleep_unless_cancelled"]
+
+logger = logging.getLogger(__name__)
+
+Listener = Callable[[int | None, int], None]
+
+
+class CancelRequest:
+    """Whether the job of this process was asked to stop, and by which signal.
+
+    ``request`` may be called from a signal handler or any thread; the first call sets the
+    request, a later one (a second Ctrl-C) calls the force hook, which by default ends the
+    process at once (its children killed) with ``128 + signal``.
+    """
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self.signal_number: int | None = None
+        self.count = 0
+        self.listeners: list[Listener] = []
+
+    def reset(self) -> None:
+        """Forget an earlier request (a new job starts)."""
+        self._event.clear()
+        self.signal_number = None
+        self.count = 0
+
+    @property
+    def requested(self) -> bool:
+        return self._event.is_set()
+
+    def request(self, signal_number: int | None = None) -> bool:
+        """Ask the job to stop; returns True for the first request. A second one forces."""
+        self.count += 1
+        for listener in list(self.listeners):
+            with contextlib.suppress(Exception):  # a listener never breaks the cancellation
+                listener(signal_number, self.count)
+        if self.count > 1:
+            force_exit(signal_number)
+            return False
+        self.signal_number = signal_number
+        self._event.set()
+        return True
+
+    def wait(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for a request; returns whether there is one."""
+        return self._event.wait(timeout)
+
+    def raise_if_requested(self, job_id: str) -> None:
+        """Raise :class:`JobCancelledError` if the job was asked to stop."""
+        if self._event.is_set():
+            raise JobCancelledError(
+                f"job {job_id} was cancelled ({_name(self.signal_number)})",
+                signal_number=self.signal_number,
+            )
+
+
+CANCEL = CancelRequest()
+
+
+def _name(signal_number: int | None) -> str:
+    if signal_number is None:
+        return "on request"
+    return signal.Signals(signal_number).name
+
+
+def exit_code(signal_number: int | None) -> int:
+    """The shell's exit status for a process ended by ``signal_number`` (130 for SIGINT)."""
+    return 128 + (signal_number or signal.SIGINT)
+
+
+def sleep_unless_cancelled(seconds: float, job_id: str) -> None:
+    """Sleep, but raise :class:`JobCancelledError` as soon as the job is asked to stop."""
+    if CANCEL.wait(seconds):
+        CANCEL.raise_if_requested(job_id)
+
+
+def _descendants(pid: int) -> list[int]:
+    """Pids of every process below ``pid`` (Linux ``/proc``; empty elsewhere)."""
+    children: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat:
+                fields = stat.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def force_exit(signal_number: int | None) -> None:
+    """End the process now: kill its descendants (Dask workers, trial processes, the temporary
+    Prefect server) and exit with ``128 + signal``. The job's state in Redis stays as the last
+    update left it, so the job can still resume."""
+    for pid in _descendants(os.getpid()):
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    os._exit(exit_code(signal_number))
+
+
+class _Handlers:
+    """The installed handlers: nested ``handling_signals`` blocks share one watcher thread."""
+
+    depth = 0
+    watcher: threading.Thread | None = None
+    closing = False
+
+
+def _watch() -> None:
+    while True:
+        number = signal.sigwait({signal.SIGINT})
+        if _Handlers.closing:
+            return
+        CANCEL.request(number)
+
+
+def _on_signal(number: int, frame: object) -> None:
+    CANCEL.request(number)
+
+
+@contextlib.contextmanager
+def handling_signals() -> Iterator[None]:
+    """SIGINT and SIGTERM cancel the job inside the block; the processes it starts ignore
+    Ctrl-C. Outside the main thread (signals cannot be handled there) it does nothing.
+
+    Nested blocks are allowed: the flow re-installs the handlers over Prefect's own SIGTERM
+    handler, which would raise an exception wherever the flow happens to be.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    outermost = _Handlers.depth == 0
+    if outermost:
+        # multiprocessing's resource tracker unblocks SIGINT in the thread that starts it (Dask
+        # starts it with its first worker): started now, before the block, it leaves it be.
+        from multiprocessing import resource_tracker
+
+        resource_tracker.ensure_running()
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        _Handlers.closing = False
+        _Handlers.watcher = threading.Thread(target=_watch, name="ultron-signals", daemon=True)
+        _Handlers.watcher.start()
+    _Handlers.depth += 1
+    # A thread started before the block may still take SIGINT: then this handler runs.
+    for number in previous:
+        signal.signal(number, _on_signal)
+    try:
+        yield
+    finally:
+        _Handlers.depth -= 1
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+        if outermost:
+            _Handlers.closing = True
+            watcher = _Handlers.watcher
+            if watcher is not None and watcher.is_alive():
+                with contextlib.suppress(OSError, ValueError):
+                    signal.pthread_kill(watcher.ident or 0, signal.SIGINT)
+                watcher.join(timeout=1.0)
+            _Handlers.watcher = None
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
