@@ -1,4 +1,4 @@
-"""The Redis a job uses: the spec's ``redis_url``, or an embedded server started on demand."""
+"""The Redis a job uses: the spec's ``redis_url``, ``REDIS_URL``, or the shared embedded server."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import os
 from collections.abc import Iterator
 
 from ultron.services.paths import ultron_home
+from ultron.services.reachability import check_redis
 from ultron.services.redis_server import ensure_embedded_redis
 from ultron.spec.job import JobSpec
 
@@ -18,22 +19,26 @@ logger = logging.getLogger(__name__)
 
 @contextlib.contextmanager
 def job_redis(spec: JobSpec) -> Iterator[str]:
-    """Yield the job's Redis URL; an embedded server this call started is stopped after.
+    """Yield the job's Redis URL, one that answers.
 
-    The spec's ``redis_url`` wins, then the ``REDIS_URL`` environment variable, then an
-    embedded server.
+    The spec's ``redis_url`` wins, then the ``REDIS_URL`` environment variable; either is
+    checked with one ``PING`` (a few seconds at most, no retry), so a wrong URL fails at once
+    and names its field, instead of after the clients' retry budget (``ULTRON_REDIS_RETRY_S``).
 
-    The embedded server keeps its data (append-only file) in ``ULTRON_HOME/redis``, so the
-    score cache and the state of unfinished jobs survive from one run to the next.
+    Otherwise the embedded server of ``ULTRON_HOME/redis`` is used: started if none runs,
+    shared by every job on this machine, and stopped when the last job using it ends (see
+    :mod:`ultron.services.redis_server`). Its append-only file keeps the score cache and the
+    state of unfinished jobs from one run to the next.
+
+    Raises:
+        SpecError: ``redis_url`` or ``REDIS_URL`` leads to no Redis that answers.
+        UltronError: the embedded server could not be started, or did not answer.
     """
     given = spec.redis_url or os.environ.get("REDIS_URL")
     if given:
+        check_redis(given, field="redis_url" if spec.redis_url else "REDIS_URL")
         yield given
         return
-    url, server = ensure_embedded_redis(ultron_home() / "redis")
-    logger.info("embedded Redis at %s", url)
-    try:
-        yield url
-    finally:
-        if server is not None:
-            server.stop()
+    with ensure_embedded_redis(ultron_home() / "redis") as use:
+        logger.info("embedded Redis at %s (pid %s, started: %s)", use.url, use.pid, use.started)
+        yield use.url
