@@ -15,11 +15,12 @@ from ultron.master.cancel import CANCEL, handling_signals
 from ultron.master.results import HPOResult
 from ultron.master.strategy import check_options
 from ultron.services.paths import check_job_id, new_job_id
+from ultron.services.reachability import check_redis, check_storage
 from ultron.settings import settings
 from ultron.spec.job import JobSpec
 from ultron.spec.loader import load_spec
 
-__all__ = ["prefect_defaults", "run"]
+__all__ = ["prefect_defaults", "preflight", "run"]
 
 # Ephemeral Prefect (no server) takes over 20 s to start on a fresh database on a small
 # machine, past its default startup timeout; telemetry needs a network some machines lack.
@@ -69,9 +70,8 @@ def run(
     job = spec if isinstance(spec, JobSpec) else load_spec(spec, check_code=True)
     if overrides:
         job = load_spec({**job.model_dump(mode="json"), **overrides}, check_code=True)
-    check_options(job)  # a built-in's options are checked before Prefect starts
     job_id = check_job_id(job_id) if job_id is not None else new_job_id(job.name)
-    _check_main_guard()
+    preflight(job)
     from prefect.states import State
 
     from ultron.flows.hpo_job import hpo_job
@@ -92,6 +92,23 @@ def run(
             raise outcome
         raise UltronError(f"job {job_id} ended {state.type.value}: {state.message}")
     return HPOResult.from_summary(state.result())
+
+
+def preflight(job: JobSpec) -> None:
+    """The checks ``run`` makes before Prefect starts, in seconds: the strategy's and stopper's
+    options, the script's main guard, and that the job's Redis and storage answer (the flow
+    checks those again: it may run elsewhere).
+
+    Raises:
+        SpecError: naming the field, the value, the rule and the fix.
+        UltronError: ``run`` is called at the top level of a script without a main guard.
+    """
+    check_options(job)
+    _check_main_guard()
+    if job.redis_url or os.environ.get("REDIS_URL"):
+        field = "redis_url" if job.redis_url else "REDIS_URL"
+        check_redis(job.redis_url or os.environ["REDIS_URL"], field=field)
+    check_storage(job.storage)
 
 
 def _check_main_guard() -> None:

@@ -136,6 +136,7 @@ def run(
     """Run an HPO job: a progress bar while it runs (a line per trial when piped), the
     leaderboard at the end. Ctrl-C cancels it (resumable); a second Ctrl-C forces the exit."""
     os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
+    from ultron.api import preflight
     from ultron.api import run as run_job
     from ultron.master.cancel import CANCEL, exit_code
     from ultron.master.progress import ProgressEvent, listening
@@ -146,7 +147,8 @@ def run(
         job = load_spec(spec, check_code=True)
         job_id = check_job_id(job_id) if job_id is not None else new_job_id(job.name)
         log_path = scratch_dir(job_id) / "job.log"
-    except SpecError as exc:
+        preflight(job)
+    except UltronError as exc:
         _fail(exc)
     resume = f"ultron run {shlex.quote(str(spec))} --job-id {job_id}"
     results_url = job_results_url(job.storage, job_id)
@@ -224,6 +226,41 @@ def _run_with_bar(run_job: Any, job: Any, job_id: str, listening: Any, event_typ
 
         with listening(show):
             return run_job(job, job_id=job_id)
+
+
+cache_app = typer.Typer(help="The score cache: scores of configurations already trained.")
+app.add_typer(cache_app, name="cache")
+
+
+@cache_app.command("clear")
+def cache_clear(
+    redis_url: Annotated[
+        str | None,
+        typer.Option(help="The Redis holding the cache; default REDIS_URL, else the embedded one."),
+    ] = None,
+) -> None:
+    """Empty the score cache: every later job trains its configurations again."""
+    import contextlib
+
+    from ultron.master.score_cache import clear_cache
+    from ultron.services.paths import ultron_home
+    from ultron.services.reachability import check_redis, mask_url
+    from ultron.services.redis_client import connect
+    from ultron.services.redis_server import ensure_embedded_redis
+
+    url = redis_url or os.environ.get("REDIS_URL")
+    with contextlib.ExitStack() as stack:
+        try:
+            if url:
+                check_redis(url, field="--redis-url" if redis_url else "REDIS_URL")
+            else:
+                url = stack.enter_context(ensure_embedded_redis(ultron_home() / "redis")).url
+        except UltronError as exc:
+            _fail(exc)
+        removed = clear_cache(connect(url))
+    console.print(
+        f"removed {removed} score-cache key(s) from {escape(mask_url(url))}", highlight=False
+    )
 
 
 @app.command()

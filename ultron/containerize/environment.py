@@ -254,9 +254,15 @@ def _load_ready(root: Path, digest: str, *, base_python: str, log: _Log) -> Tria
             f"{digest!r}; the first 16 hex digits must name one code base. Fix: delete {root}"
         )
     if meta.get("base_python") != base_python:
+        # Another install of ultron (another venv) built it: its trials would run that one's
+        # ultron and libraries. Built again over this base.
         log.warning(
-            "Environment %s was built over %s, not %s", root, meta["base_python"], base_python
+            "Environment %s was built over %s, not %s; building it again",
+            root,
+            meta.get("base_python"),
+            base_python,
         )
+        return None
     return _environment(root, meta, reused=True)
 
 
