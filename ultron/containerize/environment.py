@@ -15,6 +15,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -47,7 +48,6 @@ PROJECT_FILES = ("pyproject.toml", "setup.py")
 READY_MARKER = "ready.json"
 _BUILD_OUTPUTS = frozenset({"build", "dist"})
 _JUNK = frozenset({"__pycache__", ".git"})  # .git is a file in git worktrees
-_LOG_TAIL_LINES = 30
 _CHUNK = 1 << 20
 
 
@@ -362,14 +362,30 @@ def _install(
         kept.unlink(missing_ok=True)  # an earlier failure's log
         return
     shutil.copyfile(log_path, kept)
-    tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-_LOG_TAIL_LINES:])
+    cause = _install_cause(log_path.read_text(errors="replace"))
     raise CodeBaseError(
-        f"code base {label!r} does not install: pip exited with {result.returncode}; it "
-        "must install with `pip install --no-build-isolation` over the base environment. Last "
-        f"{_LOG_TAIL_LINES} lines of the install log (all of it in {kept}):\n{tail}\nFix: make "
-        f"setup.py/pyproject.toml build, and install its dependencies into {base_python} or "
-        "make them reachable from the package index"
+        f"code base {label!r} does not install: pip exited with {result.returncode} ({cause}); "
+        "it must install with `pip install --no-build-isolation` over the base environment. "
+        f"The whole install log is in {kept}. Fix: make setup.py/pyproject.toml build, and "
+        f"install its dependencies into {base_python} or make them reachable from the package "
+        "index"
     )
+
+
+_EXCEPTION_LINE = re.compile(r"^\s*([A-Za-z_][\w.]*(?:Error|Exception|Exit)\b.*)$")
+
+
+def _install_cause(log: str) -> str:
+    """The line of pip's log that says why: the user's exception, else pip's first error."""
+    lines = log.splitlines()
+    raised = [m.group(1).strip() for line in lines if (m := _EXCEPTION_LINE.match(line))]
+    if raised:
+        return raised[-1]
+    errors = [line.strip() for line in lines if line.lstrip().startswith("ERROR:")]
+    if errors:
+        return errors[0].removeprefix("ERROR:").strip()
+    tail = [line.strip() for line in lines if line.strip()]
+    return tail[-1] if tail else "no output"
 
 
 def _relocate(staging: Path, root: Path) -> None:

@@ -351,7 +351,9 @@ def test_failing_install_reports_the_log(tmp_path: Path) -> None:
         build_environment(broken, cache_dir=cache)
     message = str(raised.value)
     assert "does not install" in message and "Fix:" in message
-    assert "setup.py exploded on purpose" in message
+    assert "RuntimeError: setup.py exploded on purpose" in message  # the cause, in one line
+    assert "Traceback" not in message and len(message.splitlines()) == 1
+    assert f"{key}-install-failed.log" in message  # where pip's whole log is
     assert not (cache / "envs" / key).exists()
     assert "exploded" in (cache / "envs" / f"{key}-install-failed.log").read_text()
     assert _leftovers(cache) == []
