@@ -1,8 +1,9 @@
 """Builds the job's search strategy: a built-in by name, or the user's own class (paper IV-B).
 
-A user's class is found by its dotted path in the user's code base and constructed with the
-arguments its ``__init__`` accepts among ``search_space``, ``seed``, ``direction`` and the spec's
-``strategy_options``; it needs only ``sample_hyperparameter_candidates`` and ``update_state``.
+A user's class is found by its dotted path in the user's code base and constructed with those
+of ``search_space``, ``seed`` and ``direction`` that its ``__init__`` names, and with every one
+of the spec's ``strategy_options`` (an option it does not take is an error); it needs only
+``sample_hyperparameter_candidates`` and ``update_state``.
 The caller imports it inside :func:`ultron.containerize.user_code`, so the code base's own
 modules win over anything of the same name.
 
@@ -55,11 +56,7 @@ def build_strategy(spec: JobSpec) -> HPOAlgorithm:
                 )
             ]
         ) from None
-    kwargs = _strategy_kwargs(spec)
-    if not is_builtin(spec.strategy):
-        params = inspect.signature(cls).parameters
-        takes_any = any(p.kind is p.VAR_KEYWORD for p in params.values())
-        kwargs = {k: v for k, v in kwargs.items() if takes_any or k in params}
+    kwargs = _strategy_kwargs(spec) if is_builtin(spec.strategy) else _users_kwargs(cls, spec)
     try:
         strategy = cls(**kwargs)
     except (TypeError, ValueError) as exc:
@@ -134,6 +131,43 @@ def _strategy_kwargs(spec: JobSpec) -> dict[str, Any]:
         "search_space": spec.space,
         "seed": spec.seed,
         "direction": spec.objective.mode,
+        **spec.strategy_options,
+    }
+
+
+_INJECTED = ("search_space", "seed", "direction")
+
+
+def _users_kwargs(cls: Callable[..., Any], spec: JobSpec) -> dict[str, Any]:
+    """The arguments for a user's class: the injections its ``__init__`` names, and every
+    option, each of which it must take.
+
+    Raises:
+        SpecError: an option the class does not take (a typo would otherwise be lost).
+    """
+    try:
+        params = inspect.signature(cls).parameters
+    except (TypeError, ValueError):  # no signature to read: pass what the spec says
+        return _strategy_kwargs(spec)
+    takes_any = any(p.kind is p.VAR_KEYWORD for p in params.values())
+    named = [n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    unknown = [k for k in spec.strategy_options if not takes_any and k not in named]
+    if unknown:
+        takes = ", ".join(n for n in named if n not in _INJECTED) or "none"
+        raise SpecError(
+            [
+                ConfigIssue(
+                    "strategy_options",
+                    spec.strategy_options,
+                    f"{spec.strategy} takes no option {', '.join(map(repr, unknown))}; "
+                    f"the options it takes: {takes}",
+                    "remove the unknown option or fix its spelling",
+                )
+            ]
+        )
+    injected = {k: v for k, v in _strategy_kwargs(spec).items() if k in _INJECTED}
+    return {
+        **{k: v for k, v in injected.items() if takes_any or k in named},
         **spec.strategy_options,
     }
 

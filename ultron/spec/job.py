@@ -19,6 +19,7 @@ Example:
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 from typing import Any, Literal
@@ -31,7 +32,12 @@ from ultron.algorithms.registry import BUILTIN_STRATEGIES, is_builtin, looks_lik
 from ultron.algorithms.space import Choice, Domain, IntRange, LogUniform, SearchSpace, Uniform
 from ultron.datamanager.spec import DataSpec
 
-__all__ = ["DomainSpec", "EarlyStopping", "JobSpec", "Objective", "Resources"]
+__all__ = ["MAX_ITERATIONS", "DomainSpec", "EarlyStopping", "JobSpec", "Objective", "Resources"]
+
+# A job keeps every trial in its trial table (Redis) and its result files; past this many
+# trials a job is a mistake (a typo, an extra zero) more often than a plan.
+MAX_ITERATIONS = 100_000
+_INT_LIMIT = 2**53
 
 _MODEL_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 _QUANTITY = re.compile(r"^\d+(\.\d+)?(Ki|Mi|Gi|Ti|k|M|G|T)?$")
@@ -42,8 +48,58 @@ def rule_error(rule: str, fix: str) -> PydanticCustomError:
     return PydanticCustomError("ultron_rule", "{rule}", {"rule": rule, "fix": fix})
 
 
+def non_finite(value: Any, path: str = "") -> str | None:
+    """Where a float ``nan`` or ``inf`` hides in ``value`` (lists and mappings searched too):
+    ``""`` for ``value`` itself, ``"[2]"`` or ``".key"`` below it; ``None`` when there is none."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return path
+    children: Any = ()
+    if isinstance(value, list | tuple):
+        children = ((f"{path}[{i}]", item) for i, item in enumerate(value))
+    elif isinstance(value, dict):
+        children = ((f"{path}.{key}", item) for key, item in value.items())
+    for where, item in children:
+        found = non_finite(item, where)
+        if found is not None:
+            return found
+    return None
+
+
+def _range_problem(kind: str, low: float, high: float) -> tuple[str, str] | None:
+    """The rule and fix that finite bounds ``low``, ``high`` of a ``kind`` entry break, if any."""
+    if low >= high and not (kind == "int" and low == high):
+        return f"low ({low}) must be below high ({high})", "swap or widen the bounds"
+    if not math.isfinite(high - low):
+        return (
+            f"high - low ({high} - {low}) must be a finite number, and it overflows",
+            "narrow the bounds (a loguniform entry covers wide positive ranges)",
+        )
+    if kind == "loguniform" and low <= 0:
+        return (
+            f"loguniform bounds must be positive, low is {low}",
+            "use a positive low, or type: uniform",
+        )
+    if kind == "int" and (low != int(low) or high != int(high)):
+        return "int bounds must be whole numbers", "use integers for low and high"
+    if kind == "int" and max(abs(low), abs(high)) > _INT_LIMIT:
+        return (
+            f"int bounds must lie within -2**53 and 2**53 ({_INT_LIMIT}), beyond which "
+            "floats skip whole numbers",
+            "narrow the bounds, or use type: loguniform for a wide positive range",
+        )
+    return None
+
+
+def _not_a_bool(value: Any) -> Any:
+    """A ``mode="before"`` check for number fields: pydantic would read ``true`` as 1."""
+    if isinstance(value, bool):
+        raise rule_error("it must be a number, not true/false", "write a number")
+    return value
+
+
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # allow_inf_nan=False: a float field refuses .inf and .nan (YAML) and Infinity/NaN (JSON).
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class DomainSpec(_Strict):
@@ -64,6 +120,19 @@ class DomainSpec(_Strict):
             return {"type": "choice", "values": list(data)}
         return data
 
+    _bounds_not_bool = field_validator("low", "high", mode="before")(_not_a_bool)
+
+    @field_validator("values")
+    @classmethod
+    def _finite_values(cls, value: list[Any] | None) -> list[Any] | None:
+        where = non_finite(value)
+        if where is not None:
+            raise rule_error(
+                f"its numbers must be finite (no nan or inf), and values{where} is not",
+                "remove .nan/.inf (NaN/Infinity) from the values, or write a finite number",
+            )
+        return value
+
     @model_validator(mode="after")
     def _check_bounds(self) -> DomainSpec:
         if self.type == "choice":
@@ -71,22 +140,18 @@ class DomainSpec(_Strict):
                 raise rule_error(
                     "a choice needs at least one value", "list the values, e.g. [0.1, 0.01]"
                 )
+            if self.low is not None or self.high is not None:
+                raise rule_error(
+                    "a choice takes values, not low/high", "remove low and high from this entry"
+                )
             return self
         if self.low is None or self.high is None:
             raise rule_error(
                 f"a {self.type} entry needs both low and high", "add low: and high: bounds"
             )
-        if self.low >= self.high and not (self.type == "int" and self.low == self.high):
-            raise rule_error(
-                f"low ({self.low}) must be below high ({self.high})", "swap or widen the bounds"
-            )
-        if self.type == "loguniform" and self.low <= 0:
-            raise rule_error(
-                f"loguniform bounds must be positive, low is {self.low}",
-                "use a positive low, or type: uniform",
-            )
-        if self.type == "int" and (self.low != int(self.low) or self.high != int(self.high)):
-            raise rule_error("int bounds must be whole numbers", "use integers for low and high")
+        problem = _range_problem(self.type, self.low, self.high)
+        if problem is not None:
+            raise rule_error(*problem)
         return self
 
     def to_domain(self) -> Domain:
@@ -125,6 +190,8 @@ class Resources(_Strict):
     compute: Literal["cpu", "gpu"] | None = Field(
         default=None, description="Which unit the limiter counts; default gpu if gpu > 0."
     )
+
+    _numbers_not_bool = field_validator("cpu", "gpu", mode="before")(_not_a_bool)
 
     @field_validator("memory")
     @classmethod
@@ -168,6 +235,21 @@ class EarlyStopping(_Strict):
         default_factory=dict, description="More keyword arguments for the stopper (pop: target)."
     )
 
+    _numbers_not_bool = field_validator(
+        "max_resource", "min_resource", "reduction_factor", "grace_period", mode="before"
+    )(_not_a_bool)
+
+    @field_validator("options")
+    @classmethod
+    def _finite_options(cls, value: dict[str, Any]) -> dict[str, Any]:
+        where = non_finite(value)
+        if where is not None:
+            raise rule_error(
+                f"its numbers must be finite (no nan or inf), and options{where} is not",
+                "write a finite number there, or leave the option out for its default",
+            )
+        return value
+
     @model_validator(mode="after")
     def _resources(self) -> EarlyStopping:
         if self.min_resource > self.max_resource:
@@ -200,7 +282,9 @@ class JobSpec(_Strict):
     strategy_options: dict[str, Any] = Field(
         default_factory=dict, description="Keyword arguments for the strategy."
     )
-    num_iterations: int = Field(default=20, ge=1, description="Budget: number of trials.")
+    num_iterations: int = Field(
+        default=20, ge=1, description=f"Budget: number of trials (1 to {MAX_ITERATIONS})."
+    )
     loop: Literal["batch", "async"] | None = Field(
         default=None,
         description="batch: rounds of parallelism trials (reproducible); async: a new trial "
@@ -252,6 +336,40 @@ class JobSpec(_Strict):
             return value
         base_dir = Path((info.context or {}).get("base_dir", "."))
         return value.model_copy(update={"url": str((base_dir / value.url).resolve())})
+
+    _numbers_not_bool = field_validator(
+        "seed",
+        "num_iterations",
+        "parallelism",
+        "retries",
+        "max_failed_share",
+        "trial_timeout",
+        "acquire_timeout",
+        mode="before",
+    )(_not_a_bool)
+
+    @field_validator("num_iterations")
+    @classmethod
+    def _sane_budget(cls, value: int) -> int:
+        if value > MAX_ITERATIONS:
+            raise rule_error(
+                f"it must be at most {MAX_ITERATIONS}: every trial stays in the job's trial "
+                "table and result files",
+                f"set num_iterations to {MAX_ITERATIONS} or less; for a longer search run "
+                "several jobs (each with its own seed), or narrow the search space",
+            )
+        return value
+
+    @field_validator("strategy_options")
+    @classmethod
+    def _finite_options(cls, value: dict[str, Any]) -> dict[str, Any]:
+        where = non_finite(value)
+        if where is not None:
+            raise rule_error(
+                f"its numbers must be finite (no nan or inf), and strategy_options{where} is not",
+                "write a finite number there, or leave the option out for its default",
+            )
+        return value
 
     @field_validator("search_space")
     @classmethod

@@ -7,6 +7,7 @@ paper names included), the value, the rule and the fix, with no traceback.
 from __future__ import annotations
 
 import difflib
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from pydantic import BaseModel, ValidationError
 
 from ultron.datamanager.spec import DataSpec
 from ultron.errors import ConfigIssue, SpecError
+from ultron.spec.codebase import check_code_base
 from ultron.spec.job import DomainSpec, EarlyStopping, JobSpec, Objective, Resources
 
 __all__ = ["PAPER_KEYS", "load_spec"]
@@ -41,7 +43,10 @@ _NESTED: dict[str, type[BaseModel]] = {
     "data": DataSpec,
 }
 
+_SUFFIXES = (".yaml", ".yml", ".json")
+
 _FIXES = {
+    "finite_number": "write a finite number (.nan, .inf, NaN and Infinity are refused)",
     "missing": "add this field",
     "int_parsing": "write a whole number",
     "int_type": "write a whole number",
@@ -57,13 +62,21 @@ _FIXES = {
 }
 
 
-def load_spec(source: str | Path | Mapping[str, Any], *, base_dir: Path | None = None) -> JobSpec:
+def load_spec(
+    source: str | Path | Mapping[str, Any],
+    *,
+    base_dir: Path | None = None,
+    check_code: bool = False,
+) -> JobSpec:
     """Load and validate a job spec.
 
     Args:
         source: a path to a YAML/JSON file, or the spec itself as a mapping.
         base_dir: folder that relative paths (``code``) are resolved against; defaults to the
             spec file's folder, or the working directory for a mapping.
+        check_code: also read the code base, without importing or installing it, and check
+            that the model class and a user's strategy class are defined there
+            (:func:`ultron.spec.codebase.check_code_base`).
 
     Raises:
         SpecError: listing every problem found.
@@ -74,54 +87,247 @@ def load_spec(source: str | Path | Mapping[str, Any], *, base_dir: Path | None =
     else:
         path = Path(source)
         label = str(path)
-        if not path.is_file():
-            issue = ConfigIssue("spec", str(path), "the spec file must exist", "check the path")
-            raise SpecError([issue], label)
-        try:
-            raw = yaml.safe_load(path.read_text())
-        except yaml.YAMLError as exc:
-            issue = ConfigIssue(
-                "spec",
-                path.name,
-                f"it must be valid YAML or JSON ({exc})",
-                "fix the syntax at the line shown",
-            )
-            raise SpecError([issue], label) from None
+        raw = _read_file(path, label)
         base_dir = base_dir or path.parent
     if not isinstance(raw, dict):
-        issue = ConfigIssue("spec", raw, "the spec must be a mapping of fields", "see README")
+        kind = "empty" if raw is None else f"a {type(raw).__name__}"
+        rule = f"the spec must be a mapping of fields (name: value), and it is {kind}"
+        issue = ConfigIssue("spec", raw, rule, "write fields such as name:, code:, model: (README)")
         raise SpecError([issue], label)
-    data, names = _from_paper(raw)
+    data, names, issues = _from_paper(raw)
     try:
-        return JobSpec.model_validate(data, context={"base_dir": base_dir or Path.cwd()})
+        spec = JobSpec.model_validate(data, context={"base_dir": base_dir or Path.cwd()})
     except ValidationError as exc:
-        raise SpecError([_issue(err, names, data) for err in exc.errors()], label) from None
+        issues += [_issue(err, names, data) for err in exc.errors()]
+    if issues:
+        raise SpecError(issues, label) from None
+    if check_code:
+        issues = [_renamed(issue, names) for issue in check_code_base(spec)]
+        if issues:
+            raise SpecError(issues, label)
+    return spec
 
 
-def _from_paper(raw: dict[str, Any]) -> tuple[dict[str, Any], dict[tuple[str, ...], str]]:
-    """Map the paper's keys to ours; return the data and our-path -> user's-name renames."""
+def _renamed(issue: ConfigIssue, names: dict[tuple[str, ...], str]) -> ConfigIssue:
+    """The issue under the name the user wrote (the paper's keys)."""
+    field = _field_name(tuple(issue.field.split(".")), names)
+    return ConfigIssue(field, issue.value, issue.rule, issue.fix)
+
+
+def _read_file(path: Path, label: str) -> Any:
+    """The parsed content of a spec file: JSON for ``.json``, YAML otherwise."""
+
+    def fail(rule: str, fix: str, value: object = None) -> SpecError:
+        return SpecError([ConfigIssue("spec", value or str(path), rule, fix)], label)
+
+    if path.is_dir():
+        found = sorted(p.name for p in path.glob("*") if p.suffix in _SUFFIXES)
+        example = path / (found[0] if found else "job.yaml")
+        raise fail("it is a folder; the spec must be a YAML or JSON file", f"pass {example}")
+    if not path.exists():
+        siblings = [p.name for p in path.parent.glob("*")] if path.parent.is_dir() else []
+        close = difflib.get_close_matches(path.name, siblings, n=1)
+        hint = f"did you mean {path.parent / close[0]}? " if close else ""
+        raise fail("the spec file must exist", f"{hint}check the path")
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise fail(f"the file must be readable ({exc.strerror})", "check its permissions") from None
+    try:
+        text = data.decode("utf-8-sig")  # a byte-order mark is allowed, and dropped
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        rule = (
+            f"the file must be UTF-8 text, and byte {exc.start} (line {line}) is "
+            f"0x{data[exc.start]:02x}, which is not UTF-8 ({exc.reason})"
+        )
+        raise fail(rule, "save the file as UTF-8 (e.g. iconv -f latin1 -t utf-8)") from None
+    if not text.strip():
+        raise fail("the file is empty; it must hold the job's fields", "write the spec (README)")
+    parse = _parse_json if path.suffix == ".json" else _parse_yaml
+    return parse(text, path.name, label)
+
+
+def _duplicate(path: str, key: object, values: list[Any], lines: list[int]) -> ConfigIssue:
+    where = f" (lines {', '.join(map(str, lines))})" if lines else ""
+    return ConfigIssue(
+        f"{path}.{key}" if path else str(key),
+        values,
+        f"the key is written {len(values)} times in one mapping{where}; a key may appear "
+        "once (the parser would keep the last one and drop the others silently)",
+        f"keep the {key} you mean and delete the others",
+    )
+
+
+class _DuplicateKeys(Exception):
+    def __init__(self, issues: list[ConfigIssue]) -> None:
+        super().__init__(issues)
+        self.issues = issues
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A SafeLoader that refuses a key written twice in one mapping, at any depth."""
+
+    def construct_document(self, node: yaml.Node) -> Any:
+        issues = self._duplicates(node, "", set())
+        if issues:
+            raise _DuplicateKeys(issues)
+        return super().construct_document(node)
+
+    def _duplicates(self, node: yaml.Node, path: str, seen: set[int]) -> list[ConfigIssue]:
+        if id(node) in seen:  # an alias: checked where its anchor is
+            return []
+        seen.add(id(node))
+        if isinstance(node, yaml.SequenceNode):
+            items = [(f"{path}[{i}]", item) for i, item in enumerate(node.value)]
+            return [i for where, item in items for i in self._duplicates(item, where, seen)]
+        if not isinstance(node, yaml.MappingNode):
+            return []
+        issues: list[ConfigIssue] = []
+        keys: dict[Any, list[tuple[yaml.Node, yaml.Node]]] = {}
+        for key_node, value_node in node.value:
+            if not isinstance(key_node, yaml.ScalarNode):
+                continue
+            if key_node.tag != "tag:yaml.org,2002:merge":  # << merges; its keys may be replaced
+                keys.setdefault(self.construct_object(key_node), []).append((key_node, value_node))
+            child = f"{path}.{key_node.value}" if path else str(key_node.value)
+            issues += self._duplicates(value_node, child, seen)
+        for key, pairs in keys.items():
+            if len(pairs) > 1:
+                values = [_node_text(v) for _, v in pairs]
+                lines = [k.start_mark.line + 1 for k, _ in pairs]
+                issues.append(_duplicate(path, key, values, lines))
+        return issues
+
+
+def _node_text(node: yaml.Node) -> str:
+    if isinstance(node, yaml.ScalarNode):
+        return str(node.value)
+    return "<a list>" if isinstance(node, yaml.SequenceNode) else "<a mapping>"
+
+
+def _parse_yaml(text: str, name: str, label: str) -> Any:
+    try:
+        return yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader
+    except _DuplicateKeys as exc:
+        raise SpecError(exc.issues, label) from None
+    except yaml.YAMLError as exc:
+        rule = f"it must be valid YAML or JSON ({exc})"
+        issue = ConfigIssue("spec", name, rule, "fix the syntax at the line shown")
+        raise SpecError([issue], label) from None
+
+
+class _Repeated(dict[str, Any]):
+    """A JSON object with a key written more than once; ``repeated`` holds every value."""
+
+    repeated: dict[str, list[Any]]
+
+
+def _json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj: dict[str, Any] = {}
+    repeated: dict[str, list[Any]] = {}
+    for key, value in pairs:
+        if key in obj:
+            repeated.setdefault(key, [obj[key]]).append(value)
+        obj[key] = value
+    if not repeated:
+        return obj
+    marked = _Repeated(obj)
+    marked.repeated = repeated
+    return marked
+
+
+def _json_duplicates(value: Any, path: str) -> list[ConfigIssue]:
+    if isinstance(value, list):
+        items = [(f"{path}[{i}]", item) for i, item in enumerate(value)]
+    elif isinstance(value, dict):
+        items = [(f"{path}.{key}" if path else key, item) for key, item in value.items()]
+    else:
+        return []
+    issues = [i for where, item in items for i in _json_duplicates(item, where)]
+    for key, values in getattr(value, "repeated", {}).items():
+        issues.append(_duplicate(path, key, values, []))
+    return issues
+
+
+def _parse_json(text: str, name: str, label: str) -> Any:
+    try:
+        raw = json.loads(text, object_pairs_hook=_json_object)
+    except json.JSONDecodeError as exc:
+        rule = f"it must be valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})"
+        issue = ConfigIssue("spec", name, rule, "fix the syntax at that line")
+        raise SpecError([issue], label) from None
+    issues = _json_duplicates(raw, "")
+    if issues:
+        raise SpecError(issues, label)
+    return raw
+
+
+def _from_paper(
+    raw: dict[str, Any],
+) -> tuple[dict[str, Any], dict[tuple[str, ...], str], list[ConfigIssue]]:
+    """Map the paper's keys to ours; return the data, our-path -> user's-name renames, and a
+    problem for each field that two keys set (``name`` and ``jobname``)."""
     data: dict[str, Any] = {}
     names: dict[tuple[str, ...], str] = {}
+    placed = _Placed(data)
     for key, value in raw.items():
-        target = PAPER_KEYS.get(key)
-        if target is None:
-            if key not in _PAPER_MODEL_KEYS:
-                data[key] = value
+        if key in _PAPER_MODEL_KEYS:
             continue
-        names[target] = key
-        if len(target) == 1:
-            data[target[0]] = value
-        else:
-            data.setdefault(target[0], {})[target[1]] = value
+        target = PAPER_KEYS.get(key, (key,))
+        if key in PAPER_KEYS:
+            names[target] = key
+        placed.put(target, key, value)
     if "model_classname" in raw or "module_name" in raw:
         module = str(raw.get("module_name", ""))
         if raw.get("package_name"):
             module = f"{raw['package_name']}.{module}"
-        data["model"] = f"{module}:{raw.get('model_classname', '')}"
-        names[("model",)] = "model_classname/module_name/package_name"
+        name = "model_classname/module_name/package_name"
+        placed.put(("model",), name, f"{module}:{raw.get('model_classname', '')}")
+        names[("model",)] = name
     if isinstance(data.get("strategy"), str) and data["strategy"].isupper():
         data["strategy"] = data["strategy"].lower()  # the paper writes RANDOM, TPE
-    return data, names
+    return data, names, placed.issues
+
+
+class _Placed:
+    """Puts values at their paths in ``data`` and reports a path that two keys set."""
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.data = data
+        self.by: dict[tuple[str, ...], str] = {}  # path -> the key the user wrote for it
+        self.issues: list[ConfigIssue] = []
+
+    def put(self, target: tuple[str, ...], key: str, value: Any) -> None:
+        if target in self.by:
+            self._clash(key, value, self.by[target], target)
+            return
+        self.by[target] = key
+        first, current = target[0], self.data.get(target[0])
+        if len(target) > 1:  # a paper key for a nested field (cpu_per_pod -> resources.cpu)
+            if current is None or isinstance(current, Mapping):
+                self.data[first] = {**(current or {}), target[1]: value}  # the user's dict stays
+            return
+        if isinstance(current, Mapping) and isinstance(value, Mapping):  # paper keys came first
+            for sub in value:
+                if (first, str(sub)) in self.by:
+                    other = self.by[(first, str(sub))]
+                    self._clash(f"{key}.{sub}", value[sub], other, (first, str(sub)))
+            self.data[first] = {**value, **current}
+        else:
+            self.data[first] = value
+        if isinstance(value, Mapping):
+            self.by.update({(first, str(sub)): f"{key}.{sub}" for sub in value})
+
+    def _clash(self, key: str, value: Any, other: str, target: tuple[str, ...]) -> None:
+        self.issues.append(
+            ConfigIssue(
+                key,
+                value,
+                f"it sets {'.'.join(target)}, and so does {other}; a field may be set once",
+                f"keep one of {other} and {key}",
+            )
+        )
 
 
 def _issue(err: Any, names: dict[tuple[str, ...], str], data: dict[str, Any]) -> ConfigIssue:

@@ -12,14 +12,16 @@ worker replaces (see :mod:`ultron.worker.runner`).
 from __future__ import annotations
 
 import importlib
+import json
 import math
+import numbers
 import os
 import random
 import sys
 import threading
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -54,21 +56,105 @@ def _data_service(request: dict[str, Any]) -> None:
 
 
 def _objective(value: Any, metric: str) -> tuple[float, dict[str, Any]]:
-    """The objective and all metrics from what ``score`` returned; ValueError if unusable."""
-    if isinstance(value, dict):
-        if metric not in value:
+    """The objective and all metrics from what ``score`` returned; ValueError if unusable.
+
+    The objective must be a real number: an int, a float, a numpy number or a 0-d array;
+    ``None``, text (even ``"0.25"``) and booleans are refused. Beside it, a dict may hold other
+    numbers (kept as floats) and values that JSON records as they are: text, booleans,
+    ``None``, lists and mappings of those.
+    """
+    if not isinstance(value, Mapping):
+        objective = _real(value, "score() returned", metric)
+        return objective, {metric: objective}
+    if metric not in value:
+        raise ValueError(
+            f"score() returned a dict without the objective metric {metric!r} "
+            f"(keys: {sorted(map(str, value))}); return it, or set objective.metric to one of them"
+        )
+    metrics: dict[str, Any] = {}
+    for key, item in value.items():
+        if not isinstance(key, str):
             raise ValueError(
-                f"score() returned a dict without the objective metric {metric!r} "
-                f"(keys: {sorted(value)}); return it, or set objective.metric to one of them"
+                f"score() returned a dict with the key {key!r} ({_kind(key)}); keys must be "
+                f"text. Fix: use str keys, e.g. {str(key)!r}"
             )
-        metrics = {k: float(v) for k, v in value.items()}
-        objective = metrics[metric]
+        where = f"score() returned {key!r}:"
+        metrics[key] = _real(item, where, metric) if key == metric else _extra(item, where)
+    return metrics[metric], metrics
+
+
+def _kind(value: Any) -> str:
+    """The type's name as a user reads it: ``str``, ``numpy.bool``, ``torch.Tensor``."""
+    kind = type(value)
+    module = "" if kind.__module__ == "builtins" else f"{kind.__module__}."
+    return f"{module}{kind.__qualname__}"
+
+
+def _scalar(value: Any) -> Any:
+    """A 0-d array's (numpy, torch) Python value; anything else as it is."""
+    if not isinstance(value, numbers.Number) and getattr(value, "ndim", None) == 0:
+        item = getattr(value, "item", None)
+        if callable(item):
+            return item()
+    return value
+
+
+def _real(value: Any, where: str, metric: str) -> float:
+    """``value`` as a finite float, or a ValueError that names it, its type and the fix."""
+    item = _scalar(value)
+    if isinstance(item, numbers.Real) and not isinstance(item, bool):
+        try:
+            number = float(item)
+        except OverflowError:
+            number = math.inf
+        if not math.isfinite(number):
+            raise ValueError(
+                f"{where} {_short(value)}; the objective {metric!r} must be a finite number. Fix: "
+                "return a finite loss or accuracy (a nan often means training diverged: try a "
+                "lower learning rate)"
+            )
+        return number
+    if item is None:
+        rule = "it must be a number, and None usually means score() has no return statement"
+        fix = f"end score() with `return {{{metric!r}: float(...)}}` or `return float(...)`"
+    elif isinstance(item, str | bytes):
+        rule = "it must be a number, not text (even text that reads as a number)"
+        fix = "return float(...) of the metric, not a string"
+    elif isinstance(item, bool) or _kind(item) in ("numpy.bool", "numpy.bool_"):
+        rule = "it must be a number, and a boolean is not a score"
+        fix = "return the loss or the accuracy as a float"
     else:
-        objective = float(value)
-        metrics = {metric: objective}
-    if not math.isfinite(objective):
-        raise ValueError(f"score() returned {metric}={objective}; it must be a finite number")
-    return objective, metrics
+        rule = "it must be a real number (an int, a float or a numpy number)"
+        fix = "return float(...) of the metric, or a dict holding it"
+    raise ValueError(
+        f"{where} {_short(value)} ({_kind(value)}) as the objective {metric!r}; {rule}. Fix: {fix}"
+    )
+
+
+def _extra(value: Any, where: str) -> Any:
+    """A metric beside the objective, as the trial table records it (JSON)."""
+    item = _scalar(value)
+    if isinstance(item, bool) or _kind(item) in ("numpy.bool", "numpy.bool_"):
+        return bool(item)
+    if isinstance(item, numbers.Real):
+        try:
+            return float(item)
+        except OverflowError:
+            return math.copysign(math.inf, item)
+    try:
+        return json.loads(json.dumps(item))  # a fresh copy of what JSON records
+    except (TypeError, ValueError) as exc:
+        raise ValueError(
+            f"{where} {_short(value)} ({_kind(value)}); a metric beside the objective must be "
+            f"a number, text, a boolean, None, or a list or dict of those, and this one cannot "
+            f"be recorded ({exc}). Fix: convert it (float(...), str(...), or .tolist() for an "
+            "array), or leave it out of the dict"
+        ) from None
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else f"{text[:77]}..."
 
 
 def run_one(request: dict[str, Any], models: dict[str, Any]) -> dict[str, Any]:
