@@ -60,9 +60,19 @@ def test_paper_fig2_file_as_a_file_with_missing_archive_names_file_name(tmp_path
     assert info.value.issues[0].field == "file_name"
 
 
+MODEL = """
+class Model:
+    def score(self, hyperparameters, checkpoint_path, resume):
+        return float(hyperparameters["lr"])
+"""
+
+
 def _write(tmp_path: Path, text: str) -> Path:
-    (tmp_path / "proj").mkdir(exist_ok=True)
+    """The spec ``text`` beside ``proj/``, a code base defining the ``pkg.train:Model`` it names."""
+    (tmp_path / "proj" / "pkg").mkdir(parents=True, exist_ok=True)
     (tmp_path / "proj" / "pyproject.toml").write_text("[project]\nname='p'\n")
+    (tmp_path / "proj" / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "proj" / "pkg" / "train.py").write_text(MODEL)
     path = tmp_path / "job.yaml"
     path.write_text(text)
     return path
