@@ -142,3 +142,17 @@ def test_second_ctrl_c_forces_the_exit(tmp_path: Path, redis_url: str) -> None:
         for line in trials.splitlines()
         if "ultron.worker.process" in line and int(line.split()[0]) in workers
     ]
+
+
+def test_sigterm_cancels_like_ctrl_c(tmp_path: Path, redis_url: str) -> None:
+    """SIGTERM to the job's process alone, as Kubernetes or a Prefect cancellation sends it."""
+    spec = _spec(tmp_path, redis_url, search_space={"x": [0.3, 0.4], "epochs": [200]})
+    calls = tmp_path / "calls.jsonl"
+    proc = _start(spec, calls, "--job-id", "cancel-me-3")
+    _wait_for_epochs(proc, calls, 1)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=15)
+    assert proc.returncode == 143, (out, err)
+    assert "Traceback" not in out + err and "--job-id cancel-me-3" in err
+    state = JobStore(redis.Redis.from_url(redis_url), "cancel-me-3").load()
+    assert state is not None and state.status is JobStatus.CANCELLED
