@@ -202,9 +202,11 @@ def run(
     console.print(f"[bold green]best {metric}[/]: {result.best_score}")
     console.print(f"[bold green]best configuration[/]: {result.best_config}")
     console.print(
-        f"trials: {len(result.trials)} ({result.cache_hits} from the score cache); "
-        f"results in {result.results_url}",
+        f"job {escape(job_id)} {escape(result.status)}: {len(result.trials)} trials "
+        f"({result.cache_hits} from the score cache); results in {escape(result.results_url)}\n"
+        f"log: {escape(str(log_path))}",
         soft_wrap=True,
+        highlight=False,
     )
 
 
@@ -246,7 +248,7 @@ def cache_clear(
     from ultron.services.paths import ultron_home
     from ultron.services.reachability import check_redis, mask_url
     from ultron.services.redis_client import connect
-    from ultron.services.redis_server import ensure_embedded_redis
+    from ultron.services.redis_share import ensure_embedded_redis
 
     url = redis_url or os.environ.get("REDIS_URL")
     with contextlib.ExitStack() as stack:
