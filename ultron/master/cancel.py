@@ -138,12 +138,16 @@ def _descendants(pid: int) -> list[int]:
 
 
 def force_exit(signal_number: int | None) -> None:
-    """End the process now: kill its descendants (Dask workers, trial processes, the temporary
-    Prefect server) and exit with ``128 + signal``. The job's state in Redis stays as the last
-    update left it, so the job can still resume."""
+    """End the process now: kill its descendants in its session (Dask workers, the data service,
+    the temporary Prefect server) and exit with ``128 + signal``. Trial processes end within a
+    second of their worker; the embedded Redis, in a session of its own, stays for the other
+    jobs that share it. The job's state in Redis stays as the last update left it, so the job
+    can still resume."""
+    session = os.getsid(0)
     for pid in _descendants(os.getpid()):
         with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
+            if os.getsid(pid) == session:
+                os.kill(pid, signal.SIGKILL)
     os._exit(exit_code(signal_number))
 
 
