@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 from ultron.services.paths import ultron_home
 from ultron.services.reachability import check_redis
-from ultron.services.redis_server import ensure_embedded_redis
+from ultron.services.redis_share import ensure_embedded_redis
 from ultron.spec.job import JobSpec
 
 __all__ = ["job_redis"]
@@ -27,7 +27,7 @@ def job_redis(spec: JobSpec) -> Iterator[str]:
 
     Otherwise the embedded server of ``ULTRON_HOME/redis`` is used: started if none runs,
     shared by every job on this machine, and stopped when the last job using it ends (see
-    :mod:`ultron.services.redis_server`). Its append-only file keeps the score cache and the
+    :mod:`ultron.services.redis_share`). Its append-only file keeps the score cache and the
     state of unfinished jobs from one run to the next.
 
     Raises:

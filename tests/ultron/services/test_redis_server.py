@@ -20,7 +20,8 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from ultron.errors import UltronError
-from ultron.services.redis_server import EmbeddedRedis, EmbeddedRedisUse, ensure_embedded_redis
+from ultron.services.redis_server import EmbeddedRedis
+from ultron.services.redis_share import EmbeddedRedisUse, ensure_embedded_redis
 
 
 def _pid_of(url: str) -> int:
