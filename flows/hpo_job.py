@@ -61,6 +61,7 @@ def hpo_job(spec: dict[str, Any], job_id: str | None = None) -> dict[str, Any] |
         status = JobStatus.COMPLETED
         clock = _Clock()
         try:
+            CANCEL.raise_if_requested(job_id)  # Ctrl-C while Prefect was starting
             check_storage(job.storage)  # an unreachable object store fails in seconds
             env = clock.time("containerize", containerize, job, job_id)
             CANCEL.raise_if_requested(job_id)
