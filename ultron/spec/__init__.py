@@ -4,8 +4,9 @@ the paper's keys. Runs wherever a spec is read: the CLI, ``ultron.run`` and the 
 
 from __future__ import annotations
 
-from ultron.spec.job import DomainSpec, EarlyStopping, JobSpec, Objective, Resources
+from ultron.spec.job import EarlyStopping, JobSpec, Objective, Resources
 from ultron.spec.loader import PAPER_KEYS, load_spec
+from ultron.spec.space import DomainSpec
 
 __all__ = [
     "PAPER_KEYS",

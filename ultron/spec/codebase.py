@@ -1,10 +1,8 @@
 """Reads the code base, without importing or installing it, and checks what the spec names in it.
 
 ``ultron validate`` reports a model class or strategy class that the code base does not define
-(with the likely spelling), before any environment is built. The code base is a folder or a
-``.tar.gz`` archive (read member by member, never extracted); a module is looked for as
-``<module path>.py`` or ``<module path>/__init__.py`` at the project root, under ``src/``, and
-under the folders ``pyproject.toml`` or ``setup.py`` declare (``package-dir``, ``where``).
+(with the likely spelling), before any environment is built. The code base's files and modules
+are read by :mod:`ultron.spec.codetree` (a folder or a ``.tar.gz`` archive, never extracted).
 The class must be bound at the module's top level: a ``class`` statement, an assignment or an
 import. A module that binds names we cannot see (``from x import *``, a module ``__getattr__``,
 a compiled extension) and a module that is installed outside the code base are not judged here:
@@ -30,26 +28,16 @@ from __future__ import annotations
 import ast
 import difflib
 import importlib.util
-import os
-import tarfile
-import tomllib
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
-from typing import Any
+from pathlib import Path
 
 from ultron.algorithms.registry import is_builtin
 from ultron.errors import ConfigIssue
+from ultron.spec.codetree import CodeTree, Unreadable, all_modules, in_tree, module_file, open_tree
 from ultron.spec.job import JobSpec
 
 __all__ = ["check_code_base"]
 
-_PROJECT_FILES = ("pyproject.toml", "setup.py")
-_SKIPPED = frozenset({"__pycache__", "node_modules", "build", "dist", "venv", "site-packages"})
-_MAX_FILES = 20_000  # modules listed for suggestions; a bigger tree is cut short
-_MAX_READ = 8 << 20
-_COMPILED = (".so", ".pyd", ".pyx")
 _MODEL_METHODS = {"score": 3}
 _STRATEGY_METHODS = {"sample_hyperparameter_candidates": 1, "update_state": 2}
 
@@ -63,202 +51,14 @@ def check_code_base(spec: JobSpec) -> list[ConfigIssue]:
     calls ultron makes, and that the strategy's ``__init__`` takes ``strategy_options``.
     """
     try:
-        with _open_tree(Path(spec.code)) as tree:
+        with open_tree(Path(spec.code)) as tree:
             issues = _check_class(tree, "model", spec.model, _MODEL_METHODS, construct=True)
             if not is_builtin(spec.strategy):
                 issues += _check_class(tree, "strategy", spec.strategy, _STRATEGY_METHODS)
                 issues += _check_options(tree, spec)
             return issues
-    except _Unreadable as exc:
+    except Unreadable as exc:
         return [ConfigIssue("code", str(spec.code), exc.rule, exc.fix)]
-
-
-class _Unreadable(Exception):
-    def __init__(self, rule: str, fix: str) -> None:
-        super().__init__(rule)
-        self.rule, self.fix = rule, fix
-
-
-@dataclass
-class _Tree:
-    """The files of a project, by relative POSIX path, from a folder or an archive."""
-
-    listing: dict[str, set[str]]  # folder ("" for the root) -> names of files and folders in it
-    read_bytes: Callable[[str], bytes]  # relative path -> bytes
-    bases: list[str] = field(default_factory=list)  # folders modules import from
-    package_dirs: dict[str, str] = field(default_factory=dict)  # package -> folder
-
-    def has_file(self, rel: str) -> bool:
-        folder, _, name = rel.rpartition("/")
-        return name in self.listing.get(folder, set()) and rel not in self.listing
-
-    def read(self, rel: str) -> bytes:
-        return self.read_bytes(rel)
-
-
-@contextmanager
-def _open_tree(code: Path) -> Iterator[_Tree]:
-    if code.is_dir():
-        tree = _Tree(_folder_listing(code), lambda rel: (code / rel).read_bytes()[:_MAX_READ])
-        _declare_bases(tree)
-        yield tree
-        return
-    if not code.name.endswith((".tar.gz", ".tgz")):
-        raise _Unreadable("the code base must be a folder or a .tar.gz archive", "point at one")
-    try:
-        archive = tarfile.open(code, "r:*")  # noqa: SIM115 (closed below, after the yield)
-    except (OSError, tarfile.TarError) as exc:
-        rule = f"the archive must be readable ({exc})"
-        raise _Unreadable(rule, "pack it again with tar -czf") from None
-    with archive:
-        yield _archive_tree(archive)
-
-
-def _folder_listing(root: Path) -> dict[str, set[str]]:
-    listing: dict[str, set[str]] = {}
-    count = 0
-    for folder, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if not d.startswith(".") and d not in _SKIPPED]
-        rel = Path(folder).relative_to(root).as_posix()
-        listing[rel if rel != "." else ""] = set(dirnames) | set(filenames)
-        count += len(filenames)
-        if count > _MAX_FILES:
-            break
-    return listing
-
-
-def _archive_tree(archive: tarfile.TarFile) -> _Tree:
-    members: dict[str, tarfile.TarInfo] = {}
-    for member in archive.getmembers():
-        parts = PurePosixPath(member.name).parts
-        parts = tuple(p for p in parts if p != ".")
-        if member.isfile() and parts and ".." not in parts and not member.name.startswith("/"):
-            members["/".join(parts)] = member
-    tops = {name.split("/")[0] for name in members if not name.startswith((".", "__MACOSX"))}
-    prefix = ""
-    if not any(name in members for name in _PROJECT_FILES):
-        top = next(iter(tops)) if len(tops) == 1 else ""
-        if not top or not any(f"{top}/{name}" in members for name in _PROJECT_FILES):
-            raise _Unreadable(
-                "the archive must hold setup.py or pyproject.toml at its top or in its single "
-                "top-level folder",
-                "pack the project folder: tar -czf code.tar.gz -C <parent> <folder>",
-            )
-        prefix = f"{top}/"
-    listing: dict[str, set[str]] = {}
-    for name in members:
-        if name.startswith(prefix):
-            steps = name[len(prefix) :].split("/")
-            for depth, step in enumerate(steps):
-                listing.setdefault("/".join(steps[:depth]), set()).add(step)
-
-    def read(rel: str) -> bytes:
-        handle = archive.extractfile(members[prefix + rel])
-        return handle.read(_MAX_READ) if handle is not None else b""
-
-    tree = _Tree(listing, read)
-    _declare_bases(tree)
-    return tree
-
-
-def _declare_bases(tree: _Tree) -> None:
-    """The folders modules import from: the root, ``src/``, and what the project declares."""
-    bases = ["", "src"]
-    if tree.has_file("pyproject.toml"):
-        try:
-            tool = tomllib.loads(tree.read("pyproject.toml").decode()).get("tool", {})
-        except (UnicodeDecodeError, tomllib.TOMLDecodeError):
-            tool = {}
-        setuptools = tool.get("setuptools", {}) if isinstance(tool, dict) else {}
-        tree.package_dirs.update(_str_dict(setuptools.get("package-dir")))
-        find = setuptools.get("packages", {})
-        bases += _str_list(find.get("find", {}).get("where") if isinstance(find, dict) else None)
-        poetry = tool.get("poetry", {}) if isinstance(tool, dict) else {}
-        for entry in poetry.get("packages", []) if isinstance(poetry, dict) else []:
-            bases += _str_list([entry.get("from")] if isinstance(entry, dict) else None)
-    if tree.has_file("setup.py"):
-        bases += _setup_py_bases(tree)
-    bases.append(tree.package_dirs.pop("", ""))
-    tree.bases = list(dict.fromkeys(b.strip("/") for b in bases if ".." not in b.split("/")))
-
-
-def _setup_py_bases(tree: _Tree) -> list[str]:
-    """``package_dir={"": "lib"}`` and ``find_packages("lib")`` in a setup.py, when literal."""
-    try:
-        module = ast.parse(tree.read("setup.py"))
-    except (SyntaxError, ValueError):
-        return []
-    bases: list[str] = []
-    for node in ast.walk(module):
-        if not isinstance(node, ast.Call):
-            continue
-        name = getattr(node.func, "id", getattr(node.func, "attr", ""))
-        for keyword in node.keywords:
-            if keyword.arg == "package_dir":
-                tree.package_dirs.update(_str_dict(_literal(keyword.value)))
-            if name in ("find_packages", "find_namespace_packages") and keyword.arg == "where":
-                bases += _str_list([_literal(keyword.value)])
-        if name in ("find_packages", "find_namespace_packages") and node.args:
-            bases += _str_list([_literal(node.args[0])])
-    return bases
-
-
-def _literal(node: ast.expr) -> Any:
-    try:
-        return ast.literal_eval(node)
-    except ValueError:
-        return None
-
-
-def _str_dict(value: Any) -> dict[str, str]:
-    items = value.items() if isinstance(value, dict) else ()
-    return {str(k): v for k, v in items if isinstance(v, str)}
-
-
-def _str_list(value: Any) -> list[str]:
-    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
-
-
-def _module_file(tree: _Tree, module: str) -> str | None:
-    """The module's file in the tree (``""`` for a compiled one), or ``None`` if absent."""
-    parts = module.split(".")
-    stems = []
-    for package, folder in tree.package_dirs.items():  # package-dir = {"mypkg": "lib/mypkg"}
-        size = len(package.split("."))
-        if parts[:size] == package.split("."):
-            stems.append("/".join([folder.strip("/"), *parts[size:]]).strip("/"))
-    stems += ["/".join([base, *parts]).strip("/") for base in tree.bases]
-    for stem in stems:
-        found = _first_file(tree, [f"{stem}.py", f"{stem}/__init__.py"])
-        if found:
-            return found
-        parent, _, last = stem.rpartition("/")
-        names = tree.listing.get(parent, set())
-        if any(n.startswith(f"{last}.") and n.endswith(_COMPILED) for n in names):
-            return ""
-    return None
-
-
-def _first_file(tree: _Tree, candidates: list[str]) -> str | None:
-    return next((c for c in candidates if tree.has_file(c)), None)
-
-
-def _all_modules(tree: _Tree) -> list[str]:
-    """Dotted names of the tree's Python modules, for suggestions."""
-    found = []
-    for base in tree.bases:
-        prefix = f"{base}/" if base else ""
-        for folder, names in tree.listing.items():
-            inside = folder == base or folder.startswith(prefix)
-            if not inside or (not base and folder and folder.split("/")[0] in tree.bases):
-                continue
-            package = folder[len(prefix) :].replace("/", ".") if folder != base else ""
-            for name in names:
-                if name.endswith(".py") and name != "setup.py":
-                    stem = name[:-3]
-                    dotted = package if stem == "__init__" else f"{package}.{stem}".strip(".")
-                    found.append(dotted)
-    return sorted(set(filter(None, found)))
 
 
 @dataclass
@@ -312,7 +112,7 @@ def _split(path: str) -> tuple[str, str]:
 
 
 def _check_class(
-    tree: _Tree,
+    tree: CodeTree,
     field_name: str,
     path: str,
     methods: dict[str, int],
@@ -347,16 +147,16 @@ def _check_class(
 
 
 def _find_class(
-    tree: _Tree, field_name: str, path: str
+    tree: CodeTree, field_name: str, path: str
 ) -> tuple[_Bindings, str] | ConfigIssue | None:
     """The module's top-level bindings and file; an issue; or ``None`` if it cannot be judged."""
     module, _ = _split(path)
-    rel = _module_file(tree, module)
+    rel = module_file(tree, module)
     if rel is None:
         top = module.split(".")[0]
-        if _in_tree(tree, top) is False and importlib.util.find_spec(top) is not None:
+        if in_tree(tree, top) is False and importlib.util.find_spec(top) is not None:
             return None  # installed beside ultron, not part of the code base
-        close = difflib.get_close_matches(module, _all_modules(tree), n=1)
+        close = difflib.get_close_matches(module, all_modules(tree), n=1)
         hint = f"did you mean {close[0]}? " if close else ""
         where = ", ".join(f"{b}/" if b else "the project root" for b in tree.bases)
         return ConfigIssue(
@@ -378,13 +178,6 @@ def _find_class(
             f"fix the syntax (python -m py_compile {rel} shows it)",
         )
     return _top_level(body, _Bindings()), rel
-
-
-def _in_tree(tree: _Tree, top: str) -> bool:
-    return any(
-        top in tree.listing.get(base, set()) or f"{top}.py" in tree.listing.get(base, set())
-        for base in tree.bases
-    )
 
 
 def _method_issues(
@@ -450,7 +243,7 @@ def _call_problem(function: ast.FunctionDef, count: int) -> str | None:
     return None
 
 
-def _check_options(tree: _Tree, spec: JobSpec) -> list[ConfigIssue]:
+def _check_options(tree: CodeTree, spec: JobSpec) -> list[ConfigIssue]:
     """A user's strategy options that its ``__init__`` (in the class body) does not take."""
     if not spec.strategy_options:
         return []

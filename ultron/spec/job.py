@@ -19,154 +19,29 @@ Example:
 from __future__ import annotations
 
 import json
-import math
 import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
-from pydantic_core import PydanticCustomError
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from ultron.algorithms.base import Direction
 from ultron.algorithms.registry import BUILTIN_STRATEGIES, is_builtin, looks_like_dotted_path
-from ultron.algorithms.space import Choice, Domain, IntRange, LogUniform, SearchSpace, Uniform
+from ultron.algorithms.space import SearchSpace
 from ultron.datamanager.spec import DataSpec
+from ultron.spec.space import DomainSpec, Strict, non_finite, not_a_bool, rule_error
 
-__all__ = ["MAX_ITERATIONS", "DomainSpec", "EarlyStopping", "JobSpec", "Objective", "Resources"]
+__all__ = ["MAX_ITERATIONS", "EarlyStopping", "JobSpec", "Objective", "Resources"]
 
 # A job keeps every trial in its trial table (Redis) and its result files; past this many
 # trials a job is a mistake (a typo, an extra zero) more often than a plan.
 MAX_ITERATIONS = 100_000
-_INT_LIMIT = 2**53
 
 _MODEL_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 _QUANTITY = re.compile(r"^\d+(\.\d+)?(Ki|Mi|Gi|Ti|k|M|G|T)?$")
 
 
-def rule_error(rule: str, fix: str) -> PydanticCustomError:
-    """A validation error that carries its own fix, read back by ``ultron.spec.loader``."""
-    return PydanticCustomError("ultron_rule", "{rule}", {"rule": rule, "fix": fix})
-
-
-def non_finite(value: Any, path: str = "") -> str | None:
-    """Where a float ``nan`` or ``inf`` hides in ``value`` (lists and mappings searched too):
-    ``""`` for ``value`` itself, ``"[2]"`` or ``".key"`` below it; ``None`` when there is none."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return path
-    children: Any = ()
-    if isinstance(value, list | tuple):
-        children = ((f"{path}[{i}]", item) for i, item in enumerate(value))
-    elif isinstance(value, dict):
-        children = ((f"{path}.{key}", item) for key, item in value.items())
-    for where, item in children:
-        found = non_finite(item, where)
-        if found is not None:
-            return found
-    return None
-
-
-def _range_problem(kind: str, low: float, high: float) -> tuple[str, str] | None:
-    """The rule and fix that finite bounds ``low``, ``high`` of a ``kind`` entry break, if any."""
-    if low >= high and not (kind == "int" and low == high):
-        return f"low ({low}) must be below high ({high})", "swap or widen the bounds"
-    if not math.isfinite(high - low):
-        return (
-            f"high - low ({high} - {low}) must be a finite number, and it overflows",
-            "narrow the bounds (a loguniform entry covers wide positive ranges)",
-        )
-    if kind == "loguniform" and low <= 0:
-        return (
-            f"loguniform bounds must be positive, low is {low}",
-            "use a positive low, or type: uniform",
-        )
-    if kind == "int" and (low != int(low) or high != int(high)):
-        return "int bounds must be whole numbers", "use integers for low and high"
-    if kind == "int" and max(abs(low), abs(high)) > _INT_LIMIT:
-        return (
-            f"int bounds must lie within -2**53 and 2**53 ({_INT_LIMIT}), beyond which "
-            "floats skip whole numbers",
-            "narrow the bounds, or use type: loguniform for a wide positive range",
-        )
-    return None
-
-
-def _not_a_bool(value: Any) -> Any:
-    """A ``mode="before"`` check for number fields: pydantic would read ``true`` as 1."""
-    if isinstance(value, bool):
-        raise rule_error("it must be a number, not true/false", "write a number")
-    return value
-
-
-class _Strict(BaseModel):
-    # allow_inf_nan=False: a float field refuses .inf and .nan (YAML) and Infinity/NaN (JSON).
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
-
-class DomainSpec(_Strict):
-    """One search-space entry. A bare list ``[a, b, c]`` means ``{"type": "choice", ...}``."""
-
-    type: Literal["uniform", "loguniform", "int", "choice"] = Field(
-        description="uniform, loguniform (positive bounds), int (inclusive bounds) or choice."
-    )
-    low: float | None = Field(default=None, description="Lower bound (not for choice).")
-    high: float | None = Field(default=None, description="Upper bound (not for choice).")
-    values: list[Any] | None = Field(default=None, description="The options of a choice.")
-    log: bool = Field(default=False, description="int only: draw on a log scale.")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _list_means_choice(cls, data: Any) -> Any:
-        if isinstance(data, list | tuple):
-            return {"type": "choice", "values": list(data)}
-        return data
-
-    _bounds_not_bool = field_validator("low", "high", mode="before")(_not_a_bool)
-
-    @field_validator("values")
-    @classmethod
-    def _finite_values(cls, value: list[Any] | None) -> list[Any] | None:
-        where = non_finite(value)
-        if where is not None:
-            raise rule_error(
-                f"its numbers must be finite (no nan or inf), and values{where} is not",
-                "remove .nan/.inf (NaN/Infinity) from the values, or write a finite number",
-            )
-        return value
-
-    @model_validator(mode="after")
-    def _check_bounds(self) -> DomainSpec:
-        if self.type == "choice":
-            if not self.values:
-                raise rule_error(
-                    "a choice needs at least one value", "list the values, e.g. [0.1, 0.01]"
-                )
-            if self.low is not None or self.high is not None:
-                raise rule_error(
-                    "a choice takes values, not low/high", "remove low and high from this entry"
-                )
-            return self
-        if self.low is None or self.high is None:
-            raise rule_error(
-                f"a {self.type} entry needs both low and high", "add low: and high: bounds"
-            )
-        problem = _range_problem(self.type, self.low, self.high)
-        if problem is not None:
-            raise rule_error(*problem)
-        return self
-
-    def to_domain(self) -> Domain:
-        """The :mod:`ultron.algorithms.space` domain this entry describes."""
-        if self.type == "choice":
-            return Choice(tuple(self.values or ()))
-        assert self.low is not None and self.high is not None  # checked by _check_bounds
-        if self.type == "uniform":
-            return Uniform(self.low, self.high)
-        if self.type == "loguniform":
-            return LogUniform(self.low, self.high)
-        return IntRange(int(self.low), int(self.high), log=self.log)
-
-
-class Objective(_Strict):
+class Objective(Strict):
     """What a trial's score means."""
 
     metric: str = Field(
@@ -179,7 +54,7 @@ class Objective(_Strict):
     )
 
 
-class Resources(_Strict):
+class Resources(Strict):
     """What one trial needs; the resource limiter counts ``gpu`` (or ``cpu``) per trial."""
 
     cpu: float = Field(default=1.0, gt=0, description="CPU cores per trial.")
@@ -191,7 +66,7 @@ class Resources(_Strict):
         default=None, description="Which unit the limiter counts; default gpu if gpu > 0."
     )
 
-    _numbers_not_bool = field_validator("cpu", "gpu", mode="before")(_not_a_bool)
+    _numbers_not_bool = field_validator("cpu", "gpu", mode="before")(not_a_bool)
 
     @field_validator("memory")
     @classmethod
@@ -210,7 +85,7 @@ class Resources(_Strict):
         return self.gpu if uses_gpu else max(1, int(-(-self.cpu // 1)))
 
 
-class EarlyStopping(_Strict):
+class EarlyStopping(Strict):
     """Early stopping: a stopper judges the reports of ``ultron.report`` and stops (or suspends)
     trials that do not deserve their full budget. Runs with the async loop."""
 
@@ -237,7 +112,7 @@ class EarlyStopping(_Strict):
 
     _numbers_not_bool = field_validator(
         "max_resource", "min_resource", "reduction_factor", "grace_period", mode="before"
-    )(_not_a_bool)
+    )(not_a_bool)
 
     @field_validator("options")
     @classmethod
@@ -263,7 +138,7 @@ class EarlyStopping(_Strict):
         return self
 
 
-class JobSpec(_Strict):
+class JobSpec(Strict):
     """A whole HPO job. Every field has a default except the code, the model and the space."""
 
     name: str = Field(default="hpo-job", min_length=1, description="Name of the job.")
@@ -346,7 +221,7 @@ class JobSpec(_Strict):
         "trial_timeout",
         "acquire_timeout",
         mode="before",
-    )(_not_a_bool)
+    )(not_a_bool)
 
     @field_validator("num_iterations")
     @classmethod

@@ -18,7 +18,8 @@ from pydantic import BaseModel, ValidationError
 from ultron.datamanager.spec import DataSpec
 from ultron.errors import ConfigIssue, SpecError
 from ultron.spec.codebase import check_code_base
-from ultron.spec.job import DomainSpec, EarlyStopping, JobSpec, Objective, Resources
+from ultron.spec.job import EarlyStopping, JobSpec, Objective, Resources
+from ultron.spec.space import DomainSpec
 
 __all__ = ["PAPER_KEYS", "load_spec"]
 
