@@ -12,6 +12,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any, Literal
 
@@ -35,15 +36,18 @@ SUFFIX_FORMATS = {
 
 
 def rule_error(rule: str, fix: str) -> PydanticCustomError:
-    """The same error as ``ultron.spec.job.rule_error`` (read back by ``ultron.spec.loader``).
+    """The same error as ``ultron.spec.space.rule_error`` (read back by ``ultron.spec.loader``).
 
-    Defined here, not imported, so that ``ultron.spec.job`` can import this module.
+    Defined here, not imported, so that ``ultron.spec`` can import this module: the spec room sits
+    above this one.
     """
     return PydanticCustomError("ultron_rule", "{rule}", {"rule": rule, "fix": fix})
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # allow_inf_nan=False: a float field refuses .inf and .nan (YAML) and Infinity/NaN (JSON),
+    # as the rest of the job spec does (ultron.spec.space.Strict).
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class FeatureSpec(_Strict):
@@ -80,6 +84,18 @@ class Expectation(_Strict):
     type: str | None = Field(
         default=None, description=f"type only: the dtype, one of {', '.join(_DTYPES)}."
     )
+
+    @field_validator("values")
+    @classmethod
+    def _finite_values(cls, value: list[Any] | None) -> list[Any] | None:
+        for index, item in enumerate(value or ()):
+            if isinstance(item, float) and not math.isfinite(item):
+                raise rule_error(
+                    f"its numbers must be finite (no nan or inf), and values[{index}] is {item}",
+                    "remove .nan/.inf from the values (expect: not_null checks for missing "
+                    "values), or write a finite number",
+                )
+        return value
 
     @model_validator(mode="after")
     def _needs_its_fields(self) -> Expectation:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from pydantic import ValidationError
 
 from ultron.datamanager.spec import DataSpec, Expectation
+from ultron.errors import SpecError
+from ultron.spec.loader import load_spec
 
 
 def test_defaults() -> None:
@@ -49,3 +53,41 @@ def test_rule_errors_carry_a_fix() -> None:
     (error,) = info.value.errors()
     assert error["type"] == "ultron_rule"
     assert error["ctx"]["fix"] == "add columns: [x, y]"
+
+
+@pytest.mark.parametrize(
+    ("expectation", "field"),
+    [
+        ({"expect": "between", "column": "x", "min": float("nan")}, "min"),
+        ({"expect": "between", "column": "x", "max": float("inf")}, "max"),
+        ({"expect": "between", "column": "x", "min": float("-inf"), "max": 1}, "min"),
+        ({"expect": "in_set", "column": "y", "values": [0, float("nan")]}, "values"),
+    ],
+)
+def test_expectation_numbers_must_be_finite(expectation: dict, field: str) -> None:
+    """A nan bound compares false with every value, an inf one passes every value: both refused."""
+    with pytest.raises(ValidationError) as info:
+        DataSpec.model_validate({"url": "a.npz", "expectations": [expectation]})
+    (error,) = info.value.errors()
+    assert error["loc"] == ("expectations", 0, field)
+    assert error["type"] in ("finite_number", "ultron_rule")
+
+
+def test_a_nan_bound_in_a_spec_file_is_named_with_its_fix(tmp_path: Path) -> None:
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "proj" / "pyproject.toml").write_text("[project]\nname = 'p'\n")
+    spec = tmp_path / "job.yaml"
+    spec.write_text(
+        "code: proj\nmodel: pkg.train:Model\nsearch_space: {x: [1, 2]}\n"
+        "data:\n  url: data.npz\n  expectations:\n"
+        "    - {expect: between, column: x, min: .nan, max: 1.0}\n"
+        "    - {expect: in_set, column: y, values: [0, .inf]}\n"
+    )
+    with pytest.raises(SpecError) as info:
+        load_spec(spec)
+    issues = {issue.field: issue for issue in info.value.issues}
+    assert sorted(issues) == ["data.expectations.0.min", "data.expectations.1.values"]
+    assert "finite" in issues["data.expectations.0.min"].rule
+    assert ".nan" in issues["data.expectations.0.min"].fix
+    assert "values[1]" in issues["data.expectations.1.values"].rule
+    assert issues["data.expectations.1.values"].fix
