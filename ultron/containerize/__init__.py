@@ -1,5 +1,6 @@
-"""The On Demand Containerizer (paper V-B): the trial environment of a code base, safe archive
-extraction, and the import rules that let a code base own its module names.
+"""The On Demand Containerizer (paper V-B): the trial environment of a code base, the check of
+the model class in it, safe archive extraction, and the import rules that let a code base own
+its module names.
 
 Names load on first use (:mod:`ultron._lazy`): the trial process imports
 :mod:`ultron.containerize.usercode` and must not pay for building environments.
@@ -19,11 +20,13 @@ if TYPE_CHECKING:
         code_hash,
         find_project_root,
     )
+    from ultron.containerize.modelcheck import check_model
     from ultron.containerize.usercode import claim_names, import_paths, top_level_names, user_code
 
 __all__ = [
     "TrialEnvironment",
     "build_environment",
+    "check_model",
     "claim_names",
     "code_hash",
     "find_project_root",
@@ -38,6 +41,7 @@ __getattr__, __dir__ = lazy_exports(
     {
         "archive": ["safe_extract"],
         "environment": ["TrialEnvironment", "build_environment", "code_hash", "find_project_root"],
+        "modelcheck": ["check_model"],
         "usercode": ["claim_names", "import_paths", "top_level_names", "user_code"],
     },
 )
