@@ -19,6 +19,7 @@ from prefect import flow
 from prefect.runtime import flow_run
 from prefect.states import Cancelled, State
 
+from ultron.containerize.environment import code_hash
 from ultron.containerize.modelcheck import check_model
 from ultron.containerize.usercode import import_paths, user_code
 from ultron.datamanager import validate_data
@@ -55,6 +56,10 @@ def hpo_job(spec: dict[str, Any], job_id: str | None = None) -> dict[str, Any] |
     job_id = check_job_id(job_id) if job_id is not None else _stable_job_id(job.name)
     # Over Prefect's own SIGTERM handler, which would raise wherever the flow happens to be.
     with handling_signals(), job_redis(job) as redis_url:
+        # Outside the try: a refused resume must leave the job it refers to as it was (finalize
+        # would mark it failed and rewrite its results with this spec).
+        store = JobStore(connect(redis_url), job_id)
+        check_or_store_spec(store, job, code_hash=code_hash(job.code))
         resources: JobResources | None = None
         state: JobState | None = None
         error: str | None = None
@@ -65,8 +70,6 @@ def hpo_job(spec: dict[str, Any], job_id: str | None = None) -> dict[str, Any] |
             check_storage(job.storage)  # an unreachable object store fails in seconds
             env = clock.time("containerize", containerize, job, job_id)
             CANCEL.raise_if_requested(job_id)
-            # Before any trial: the job id's first spec and code base, or the same computation.
-            check_or_store_spec(JobStore(connect(redis_url), job_id), job, code_hash=env.code_hash)
             check_model(env.python, import_paths(env.source), job.model)
             # The user's code owns its module names in this process while the job runs (a BYO
             # strategy may import more of it later); nothing of it outlives the job.

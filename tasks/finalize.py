@@ -6,7 +6,6 @@ files and the Prefect artifacts, and records the job's final status.
 
 from __future__ import annotations
 
-import shutil
 from typing import Any
 
 from prefect import get_run_logger, task
@@ -15,7 +14,7 @@ from prefect.cache_policies import NONE
 
 from ultron.master.job_state import JobState, JobStatus, JobStore
 from ultron.master.results import best_trial, leaderboard, write_results
-from ultron.services.paths import artifact_key, job_results_url, scratch_dir
+from ultron.services.paths import artifact_key, job_results_url, remove_tree, scratch_dir
 from ultron.services.redis_client import connect
 from ultron.spec.job import JobSpec
 from ultron.tasks.acquire_resources import JobResources
@@ -55,7 +54,11 @@ def finalize(
         store.mark_running(interrupted)
     logger.info("removed %d transient keys", removed)
     if state.status is JobStatus.COMPLETED:  # an unfinished job keeps its checkpoints
-        shutil.rmtree(scratch_dir(job_id) / "checkpoints", ignore_errors=True)
+        job_dir = scratch_dir(job_id)
+        try:
+            remove_tree(job_dir / "checkpoints", root=job_dir)
+        except OSError as exc:
+            logger.warning("could not remove the local checkpoints of %s: %s", job_id, exc)
     url = job_results_url(spec.storage, job_id)
     mode = spec.objective.mode
     best = best_trial(state.trials, mode)

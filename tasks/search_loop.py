@@ -21,7 +21,7 @@ from ultron.errors import JobCancelledError
 from ultron.master.cancel import CANCEL
 from ultron.master.dispatcher import TrialDispatcher
 from ultron.master.early_stopping import StopperDriver
-from ultron.master.job_state import JobState, JobStore
+from ultron.master.job_state import JobState, JobStatus, JobStore
 from ultron.master.loops import Master, SearchSettings
 from ultron.master.progress import ProgressEvent, emit
 from ultron.master.results import best_trial
@@ -131,6 +131,7 @@ def search_loop(
     client = connect(redis_url)
     store = JobStore(client, job_id)
     state = store.load() or JobState(job_id)
+    state.status = JobStatus.RUNNING  # a completed job that continues runs again
     running_before = store.running()  # trials that ran when a previous master died
     if running_before:
         logger.info(

@@ -25,7 +25,7 @@ import json
 import logging
 import shutil
 import time
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ultron.checkpoints.local import COMPLETE_MARKER, latest_local, mark_complete, natural_key
@@ -103,6 +103,11 @@ def _problems(files: dict[str, Any], sizes: dict[str, int]) -> list[str]:
     """How the sizes found differ from a commit marker's file list."""
     problems = []
     for rel, entry in files.items():
+        parts = PurePosixPath(rel).parts
+        if not parts or PurePosixPath(rel).is_absolute() or ".." in parts or "\\" in rel:
+            # A marker read back from the store names files; none may land outside the folder.
+            problems.append(f"{rel!r} is not a path inside the checkpoint")
+            continue
         size = sizes.get(rel)
         if size is None:
             problems.append(f"{rel} is missing")

@@ -171,6 +171,26 @@ def test_a_damaged_newest_checkpoint_restores_the_one_before(
     assert sorted(p.name for p in target.iterdir()) == ["epoch-0002"]
 
 
+@pytest.mark.parametrize("name", ["../../outside.bin", "/tmp/absolute.bin", "a/../../b.bin"])
+def test_a_marker_naming_files_outside_the_checkpoint_is_never_followed(
+    tmp_path: Path, name: str
+) -> None:
+    store = Store(f"file://{tmp_path}/store/checkpoints/trial-1", {})
+    for step in (1, 2):
+        write_checkpoint(tmp_path / "local", step)
+    with store.syncer(tmp_path / "local", keep_last=None) as syncer:
+        assert syncer.flush(timeout_s=30)
+    fs, root = store.fs()
+    newest = f"{root}/epoch-0002"
+    store.pipe(f"epoch-0002/{name.replace('/', '_')}", b"x" * 5)
+    marker = {"files": {name: {"size": 5}}}
+    fs.pipe_file(f"{newest}/{COMMIT_MARKER}", json.dumps(marker).encode())
+    target = tmp_path / "deep" / "restored"
+    assert store.restore(target) == "epoch-0001"  # the tampered one is skipped
+    written = {p for p in tmp_path.rglob("*.bin") if "store" not in p.parts}
+    assert written == {target / "epoch-0001" / "weights.bin", *(tmp_path / "local").rglob("*.bin")}
+
+
 def test_checksums_catch_a_file_with_the_right_size_and_wrong_bytes(tmp_path: Path) -> None:
     store = Store(str(tmp_path / "store"), {})
     for step in (1, 2):
