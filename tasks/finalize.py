@@ -16,6 +16,7 @@ from ultron.master.job_state import JobState, JobStatus, JobStore
 from ultron.master.results import best_trial, leaderboard, write_results
 from ultron.services.paths import artifact_key, job_results_url, remove_tree, scratch_dir
 from ultron.services.redis_client import connect
+from ultron.services.secrets import redact, redacted_spec
 from ultron.spec.job import JobSpec
 from ultron.tasks.acquire_resources import JobResources
 
@@ -42,6 +43,7 @@ def finalize(
     resume from their checkpoints when the job runs again with its id.
     """
     logger = get_run_logger()
+    error = redact(error) if error else error  # it may quote a URL with its password
     if resources is not None:
         resources.release()
     store = JobStore(connect(redis_url), job_id)
@@ -73,7 +75,7 @@ def finalize(
             "status": str(state.status),
             "error": error,
             "timings": timings or {},
-            "spec": spec.model_dump(mode="json"),
+            "spec": redacted_spec(spec),
         },
     )
     _artifacts(spec, job_id, state, error)
@@ -119,6 +121,8 @@ def _artifacts(spec: JobSpec, job_id: str, state: JobState, error: str | None) -
         create_table_artifact(
             rows, key=artifact_key(job_id, "leaderboard"), description=f"{spec.name} top {_TOP}"
         )
-        create_markdown_artifact(text, key=artifact_key(job_id, "summary"), description=spec.name)
+        create_markdown_artifact(
+            redact(text), key=artifact_key(job_id, "summary"), description=spec.name
+        )
     except Exception:  # artifacts are for the UI; their failure never fails a job
         get_run_logger().warning("could not write Prefect artifacts")

@@ -34,6 +34,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from ultron.services import keys
+from ultron.services.secrets import redacted_spec
 from ultron.worker.trial import TrialResult
 
 if TYPE_CHECKING:
@@ -144,7 +145,8 @@ class JobStore:
             Whether they were stored now (``False``: an earlier run had stored them).
         """
         pipe = self.client.pipeline(transaction=True)
-        pipe.hsetnx(self.key, "spec", json.dumps(spec.model_dump(mode="json"), sort_keys=True))
+        # Passwords masked: resume.MAY_CHANGE has redis_url, the one field that holds one.
+        pipe.hsetnx(self.key, "spec", json.dumps(redacted_spec(spec), sort_keys=True))
         pipe.hsetnx(self.key, "code_hash", code_hash)
         stored, _ = pipe.execute()
         return bool(stored)
