@@ -2,7 +2,10 @@
 
 The paper's Fig. 7, made atomic: the limiter's Lua script checks and increments in one step,
 the units are a lease that a keeper thread renews while the job lives (so a dead job's units
-come back after the TTL), and if the workers cannot be started the units are given back.
+come back after the TTL), and if the workers cannot be started the units are given back. The
+limits are the platform team's, read from Redis when the job starts waiting: the global one
+and that of the job's tenant (``ultron limits``). Waiting jobs are served first come first
+served within a tenant and in turns across tenants (:mod:`ultron.services.limiter`).
 """
 
 from __future__ import annotations
@@ -18,7 +21,13 @@ from ultron.containerize.usercode import import_paths
 from ultron.datamanager import DataServiceHandle, start_data_service
 from ultron.master.cancel import CANCEL
 from ultron.services.cluster import ClusterHandle, start_cluster
-from ultron.services.limiter import Lease, LeaseKeeper, ResourceLimiter, read_max_units
+from ultron.services.limiter import (
+    Lease,
+    LeaseKeeper,
+    ResourceLimiter,
+    read_max_units,
+    read_tenant_max_units,
+)
 from ultron.services.paths import scratch_dir
 from ultron.services.redis_client import connect
 from ultron.settings import settings
@@ -72,14 +81,15 @@ class JobResources:
 def acquire_resources(
     spec: JobSpec, job_id: str, redis_url: str, env: TrialEnvironment
 ) -> JobResources:
-    """Wait (with delayed retries, up to ``acquire_timeout``) for the job's units, then start
-    its Dask workers and a warm trial process on each."""
+    """Wait in the limiter's queue (with delayed retries, up to ``acquire_timeout``) for the
+    job's units, then start its Dask workers and a warm trial process on each."""
     logger = get_run_logger()
     client = connect(redis_url)
     limiter = ResourceLimiter(
         client,
         max_units=read_max_units(client, default=default_max_units()),
         tenant=spec.tenant,
+        tenant_max_units=read_tenant_max_units(client, spec.tenant),
     )
     lease = limiter.acquire_blocking(
         job_id,

@@ -169,6 +169,7 @@ def search_loop(
             model=spec.model,
             seed=spec.seed,
             metric=spec.objective.metric,
+            tenant=spec.tenant,
             data_hash=resources.data.fingerprint() if resources.data is not None else None,
             enabled=spec.cache,
         ),

@@ -13,8 +13,13 @@ These fields may change, because no score depends on them (:data:`MAY_CHANGE`):
   the trials the job's table already holds: the table would hold more trials than the budget.
 - ``parallelism`` (unless the stopper is ``pop``, whose population has ``parallelism`` slots),
   ``trial_timeout``, ``acquire_timeout``, ``retries``, ``max_failed_share``, ``resources``,
-  ``cache``, ``redis_url``, ``tenant`` and ``name``.
+  ``cache``, ``redis_url`` and ``name``.
 - ``code`` may point elsewhere when the code base's content hash is the same.
+
+A job id is owned by the ``tenant`` of its first run: a run of it by another tenant is refused
+whatever else it keeps, so one tenant can never add to, read back or continue another's trial
+table, scores or checkpoints (the checkpoints live under the job's own prefix,
+``<storage>/<job_id>/checkpoints``, which a job id owned by one tenant makes that tenant's).
 
 Everything else is refused: the code base's content, ``model``, ``search_space``,
 ``strategy``, ``strategy_options``, ``objective``, ``seed``, ``loop`` (as it runs: an unset
@@ -66,7 +71,6 @@ MAY_CHANGE = frozenset(
         "redis_url",
         "resources",
         "retries",
-        "tenant",
         "trial_timeout",
     }
 )
@@ -112,6 +116,9 @@ def check_resume(
         if name in MAY_CHANGE or name in ("code", "loop"):
             continue
         old_value = _normalized(name, stored[name]) if name in stored else _default(spec, name)
+        if name == "tenant":
+            issues += _tenant_issues(old_value, new[name])
+            continue
         issues += [
             _changed(path, old, value) for path, old, value in _diff(name, old_value, new[name])
         ]
@@ -197,6 +204,18 @@ def _same(old: Any, new: Any) -> bool:
     if old is _ABSENT or new is _ABSENT:
         return old is new
     return json.dumps(old, sort_keys=True) == json.dumps(new, sort_keys=True)
+
+
+def _tenant_issues(old: Any, new: Any) -> list[ConfigIssue]:
+    # The owner is not named: a job id tells another tenant nothing about who ran it.
+    if old == new:
+        return []
+    rule = (
+        "this job id belongs to another tenant (the tenant of its first run), and a job id's "
+        "trial table, scores and checkpoints are its tenant's alone: another tenant may not "
+        "run or continue it"
+    )
+    return [ConfigIssue("tenant", new, rule, "run with a new job id of your own")]
 
 
 def _changed(path: str, old: Any, new: Any, *, what: str = "") -> ConfigIssue:

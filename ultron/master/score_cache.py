@@ -5,10 +5,11 @@ section: the same data batched the same way), the model class, the trial's seed 
 from the job seed and the configuration) and the configuration; the objective metric picks
 one of the numbers the trial returned. The cache keys on all of it: one Redis hash per code
 base, data, model class and job seed (:func:`ultron.services.keys.score_cache`), a field per
-configuration. An entry keeps every metric the trial returned, and answers a job only when
-it holds that job's objective metric, with that metric's value as the score: a model that
-returns a bare float stores only the metric it was run for, so a job with another metric
-trains it again.
+configuration. The key holds the job's tenant too: a tenant's job never reads another tenant's
+scores, not even of the same computation (a tenant may not learn what another one trained).
+An entry keeps every metric the trial returned, and answers a job only when it holds that
+job's objective metric, with that metric's value as the score: a model that returns a bare
+float stores only the metric it was run for, so a job with another metric trains it again.
 
 Only completed trials are written; failures are not. A job with ``cache: false`` still
 writes (its scores are as good as any), but is answered only by entries of its own trials:
@@ -19,7 +20,7 @@ Example:
     >>> client = redis.Redis.from_url(redis_url)
     >>> def cache(metric, model="pkg.train:Model"):
     ...     return ScoreCache(client, code_hash="c0de", model=model, seed=0, metric=metric,
-    ...                       namespace="doctest-score-cache")
+    ...                       tenant="team-a", namespace="doctest-score-cache")
     >>> cache("loss").put({"lr": 0.1}, {"score": 0.5, "metrics": {"loss": 0.5, "acc": 0.75}})
     >>> cache("acc").get_many([{"lr": 0.1}], job_id="j", trial_ids=["0000"])[0]["score"]
     0.75
@@ -104,7 +105,7 @@ def stored_entry(entry: Mapping[str, Any], *, metric: str) -> dict[str, Any]:
 
 
 class ScoreCache:
-    """Scores of configurations, one Redis hash per code base, data, model class and job seed.
+    """Scores of configurations: one Redis hash per code, data, model, job seed and tenant.
 
     Order of calls: the master asks :meth:`get_many` for the candidates it is about to launch
     and :meth:`put` s each completed trial; nothing else writes these keys except
@@ -117,6 +118,7 @@ class ScoreCache:
         seed: the job seed (``JobSpec.seed``); each trial's seed derives from it and the
             configuration (:func:`ultron.worker.trial.trial_seed`).
         metric: the job's objective metric (``JobSpec.objective.metric``).
+        tenant: the job's tenant (``JobSpec.tenant``): only its own entries answer it.
         data_hash: the data service's fingerprint (``DataServiceHandle.fingerprint()``), or
             ``None`` for a job without streamed data.
         enabled: ``JobSpec.cache``; when ``False`` only the job's own trials are answered.
@@ -131,6 +133,7 @@ class ScoreCache:
         model: str,
         seed: int,
         metric: str,
+        tenant: str,
         data_hash: str | None = None,
         enabled: bool = True,
         namespace: str = keys.NAMESPACE,
@@ -139,7 +142,7 @@ class ScoreCache:
         self.metric = metric
         self.enabled = enabled
         self.key = keys.score_cache(
-            code_hash, data_hash, model=model, seed=seed, namespace=namespace
+            code_hash, data_hash, model=model, seed=seed, tenant=tenant, namespace=namespace
         )
 
     def get_many(

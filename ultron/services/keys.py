@@ -12,23 +12,31 @@ All keys start with a namespace (``ultron`` unless a caller chooses another, as 
   ``reports`` (the report stream of all trials), ``reports:<trial>`` (one trial's reports),
   ``stop:<trial>`` (early stopping wants the trial to end), ``result:<trial>:<attempt>`` (a
   finished attempt's result, so that Dask running it again returns it).
-- ``<ns>:cache:v<version>:<digest>``: the score cache of one computation, a hash from the
-  canonical configuration to what its trial scored (all its metrics). The digest is the sha256
-  of what determines a score besides the configuration: the code base hash, the data
-  fingerprint (or none), the model class and the job seed (each trial's seed derives from it
-  and the configuration). A new :data:`SCORE_CACHE_VERSION` leaves the old entries unread;
-  ``<ns>:cache:*`` matches them all (:func:`score_cache_pattern`).
-- ``<ns>:limiter:<name>``: the resource limiter (``max_units``, ``leases``, ``units``,
-  ``tenant``, ``owners``, ``jobs``).
+- ``<ns>:cache:v<version>:<tenant>:<digest>``: the score cache of one computation of one
+  tenant, a hash from the canonical configuration to what its trial scored (all its metrics).
+  The digest is the sha256 of what determines a score besides the configuration: the code base
+  hash, the data fingerprint (or none), the model class and the job seed (each trial's seed
+  derives from it and the configuration), and of the tenant: a tenant's job never reads
+  another tenant's scores, even of the same computation. A new :data:`SCORE_CACHE_VERSION`
+  leaves the old entries unread; ``<ns>:cache:*`` matches them all (:func:`score_cache_pattern`).
+- ``<ns>:limiter:<name>``: the resource limiter: its leases (``leases``, ``units``,
+  ``tenant``, ``owners``, ``granted``, ``jobs``), its queue of waiting jobs (``waiting``,
+  ``waiters``, ``waiter_expiry``, ``seq``, ``served``) and the limits a platform team sets:
+  ``max_units`` (a string) and ``tenant_max_units`` (a hash tenant -> units); see
+  :mod:`ultron.services.limiter`.
+
+A job id belongs to the tenant of its first run (:mod:`ultron.master.resume`), so the keys
+under ``<ns>:job:<id>`` are that tenant's too.
 
 Example:
     >>> job("quickstart-1a2b"), trial_stop("quickstart-1a2b", "0003")
     ('ultron:job:quickstart-1a2b', 'ultron:job:quickstart-1a2b:run:stop:0003')
-    >>> key = score_cache("c0de", "da7a", model="pkg.train:Model", seed=0, namespace="test")
-    >>> key.startswith("test:cache:v2:"), len(key)  # v2: the version; then a sha256
-    (True, 78)
-    >>> key == score_cache("c0de", "da7a", model="pkg.train:Other", seed=0, namespace="test")
-    False
+    >>> def key(model="pkg.train:Model", tenant="team-a"):
+    ...     return score_cache("c0de", "da7a", model=model, seed=0, tenant=tenant, namespace="t")
+    >>> key().startswith("t:cache:v3:team-a:"), len(key())  # v3: the version; then a sha256
+    (True, 82)
+    >>> key() == key(model="pkg.train:Other"), key() == key(tenant="team-b")
+    (False, False)
 """
 
 from __future__ import annotations
@@ -55,7 +63,8 @@ __all__ = [
 NAMESPACE = "ultron"
 
 # Raised whenever what a score cache entry means changes: keys of another version are not read.
-SCORE_CACHE_VERSION = 2
+# 3: entries belong to a tenant.
+SCORE_CACHE_VERSION = 3
 
 
 def job(job_id: str, *, namespace: str = NAMESPACE) -> str:
@@ -104,9 +113,13 @@ def score_cache(
     *,
     model: str,
     seed: int,
+    tenant: str,
     namespace: str = NAMESPACE,
 ) -> str:
-    """The score cache of one computation: code base, data, model class and job seed.
+    """The score cache of one computation of one tenant: code base, data, model class, job seed.
+
+    The tenant is in the key twice: readable (so a platform team can find or drop a tenant's
+    entries) and in the digest (so no tenant name can make another's key).
 
     The parts are hashed (sha256 of their canonical JSON) so the key stays short however long
     the model path is; the objective metric is not a part: entries hold all metrics, and a
@@ -117,10 +130,11 @@ def score_cache(
         "data": data_hash,
         "model": model,
         "seed": seed,
+        "tenant": tenant,
         "version": SCORE_CACHE_VERSION,
     }
     digest = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
-    return f"{namespace}:cache:v{SCORE_CACHE_VERSION}:{digest}"
+    return f"{namespace}:cache:v{SCORE_CACHE_VERSION}:{tenant}:{digest}"
 
 
 def score_cache_pattern(*, namespace: str = NAMESPACE) -> str:
@@ -130,5 +144,10 @@ def score_cache_pattern(*, namespace: str = NAMESPACE) -> str:
 
 
 def limiter(name: str, *, namespace: str = NAMESPACE) -> str:
-    """One of the resource limiter's keys."""
+    """One of the resource limiter's keys (``leases``, ``max_units``, ``tenant_max_units``...).
+
+    Example:
+        >>> limiter("tenant_max_units")
+        'ultron:limiter:tenant_max_units'
+    """
     return f"{namespace}:limiter:{name}"

@@ -1,14 +1,42 @@
-"""The Resource Limiter (paper Fig. 7): a Redis semaphore of compute units, made atomic.
+"""The Resource Limiter (paper Fig. 7): a Redis semaphore of compute units, made atomic and fair.
 
 The paper reads ``resource_counter``, compares it with ``max_resources``, then ``INCRBY``s it:
 two jobs can both pass the check, and a job that dies never gives its units back. Here a grant
 is a *lease* that one Lua script checks and records at once; a lease not renewed in time
 expires (by the Redis server's clock), so a killed job's units come back on their own.
 
-Keys under ``{namespace}:limiter:``: ``leases`` (sorted set of lease ids scored by expiry in
-ms), ``units``, ``tenant`` and ``owners`` (hashes lease id -> units, tenant, job id), ``jobs``
-(hash job id -> lease id, which makes ``acquire`` idempotent) and, optionally, ``max_units``
-(the cluster-wide limit an operator may set, see ``read_max_units``).
+Limits: a global ``max_units`` and, per tenant, ``tenant_max_units``; a platform team stores
+them in Redis (``ultron limits set``, :func:`set_max_units`, :func:`set_tenant_max_units`) and
+each job reads them when it starts waiting (:func:`read_max_units`,
+:func:`read_tenant_max_units`).
+
+Fair waiting: a job that waits (``acquire_blocking``, or ``acquire(..., queue=True)``) joins
+a queue, and the script grants units by these rules:
+
+1. Within a tenant, first come first served: only a tenant's oldest waiting job (its *head*)
+   may take units; the others wait behind it even when they would fit.
+2. Across tenants, round robin: the heads take turns in the order of their tenant's last
+   grant (the tenant served longest ago first; a tenant never served before any other), ties
+   by arrival. A job takes units only if every head before it, taking its units in turn,
+   leaves enough for it. A head held back by its own tenant's limit is passed over (it waits
+   for its own tenant's units, which no other tenant can give it).
+3. No starvation, big jobs included: a head before a job that does not fit stops that job, so
+   the units it needs gather as holders release, however many small jobs come after it. Each
+   grant sends its tenant to the back of the turns, so with a finite set of tenants every head
+   reaches the front. The price: units stay idle while a big head gathers them.
+
+A waiter's entry lives ``ttl_s`` (the lease TTL) after its last attempt, and a waiting job
+attempts at least every ``ttl_s / 3``: a waiter whose process died leaves the queue on its own.
+A job that is not waiting (``acquire`` without ``queue``) counts as arriving now.
+
+Keys under ``{namespace}:limiter:`` (:func:`ultron.services.keys.limiter`): ``leases``
+(sorted set of lease ids scored by expiry in ms), ``units``, ``tenant``, ``owners`` and
+``granted`` (hashes lease id -> units, tenant, job id, grant time in ms), ``jobs`` (hash job
+id -> lease id, which makes ``acquire`` idempotent), ``waiting`` (sorted set of waiting job ids
+by arrival ticket), ``waiters`` (hash job id -> JSON tenant, units, tenant limit, arrival
+ms), ``waiter_expiry`` (sorted set of waiting job ids by expiry ms), ``seq`` (the ticket
+counter), ``served`` (hash tenant -> ticket of its last grant), and the limits ``max_units``
+(a string) and ``tenant_max_units`` (hash tenant -> units).
 """
 
 from __future__ import annotations
@@ -26,12 +54,28 @@ import redis
 from ultron.errors import ConfigIssue, ResourceTimeoutError, UltronError
 from ultron.services import keys
 
-__all__ = ["Holding", "Lease", "LeaseKeeper", "ResourceLimiter", "read_max_units"]
+__all__ = [
+    "Holding",
+    "Lease",
+    "LeaseKeeper",
+    "ResourceLimiter",
+    "Waiting",
+    "read_max_units",
+    "read_tenant_max_units",
+    "set_max_units",
+    "set_tenant_max_units",
+    "tenant_limits",
+]
 
 logger = logging.getLogger(__name__)
 
-# One script for every operation, so that each one reaps expired leases first, by the server's
-# clock.  KEYS: 1 leases, 2 units, 3 tenant, 4 owners, 5 jobs.  ARGV[1]: the operation.
+_KEY_NAMES = (
+    "leases", "units", "tenant", "owners", "jobs", "granted",
+    "waiting", "waiters", "waiter_expiry", "seq", "served",
+)  # fmt: skip
+
+# One script for every operation, so that each one reaps expired leases and waiters first, by
+# the server's clock.  KEYS: as _KEY_NAMES, in order.  ARGV[1]: the operation.
 _SCRIPT = """
 if redis.replicate_commands then redis.replicate_commands() end
 local t = redis.call('TIME')
@@ -39,50 +83,109 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local function drop(id)
   local job = redis.call('HGET', KEYS[4], id)
   if job and redis.call('HGET', KEYS[5], job) == id then redis.call('HDEL', KEYS[5], job) end
-  for k = 2, 4 do redis.call('HDEL', KEYS[k], id) end
+  for _, k in ipairs({2, 3, 4, 6}) do redis.call('HDEL', KEYS[k], id) end
   return redis.call('ZREM', KEYS[1], id)
 end
+local function unqueue(job)
+  redis.call('HDEL', KEYS[8], job)
+  redis.call('ZREM', KEYS[9], job)
+  return redis.call('ZREM', KEYS[7], job)
+end
 for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)) do drop(id) end
-local function usage(tenant)
-  local total, mine = 0, 0
+for _, job in ipairs(redis.call('ZRANGEBYSCORE', KEYS[9], '-inf', now)) do unqueue(job) end
+local function usage()
+  local total, by = 0, {}
   for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
     local u = tonumber(redis.call('HGET', KEYS[2], id) or '0')
+    local tenant = redis.call('HGET', KEYS[3], id) or ''
     total = total + u
-    if redis.call('HGET', KEYS[3], id) == tenant then mine = mine + u end
+    by[tenant] = (by[tenant] or 0) + u
   end
-  return total, mine
+  return total, by
+end
+local function served(tenant) return tonumber(redis.call('HGET', KEYS[11], tenant) or '0') end
+local function first(a, b) return a.turn < b.turn or (a.turn == b.turn and a.ticket < b.ticket) end
+-- Each tenant's oldest waiter, in the order of their turns.
+local function heads()
+  local out, seen = {}, {}
+  local rows = redis.call('ZRANGE', KEYS[7], 0, -1, 'WITHSCORES')
+  for i = 1, #rows, 2 do
+    local raw = redis.call('HGET', KEYS[8], rows[i])
+    if raw then
+      local w = cjson.decode(raw)
+      if not seen[w.t] then
+        seen[w.t] = true
+        w.job, w.ticket, w.turn = rows[i], tonumber(rows[i + 1]), served(w.t)
+        table.insert(out, w)
+      end
+    end
+  end
+  table.sort(out, first)
+  return out
 end
 local op = ARGV[1]
 if op == 'acquire' then
-  -- ARGV: op, lease_id, job_id, units, tenant, ttl_ms, max_units, tenant_max_units (0: none).
-  -- Returns {granted, lease_id, units, tenant, total_in_use, tenant_in_use}.
-  local existing = redis.call('HGET', KEYS[5], ARGV[3])
-  local total, mine = usage(ARGV[5])
+  -- ARGV: op, lease_id, job_id, units, tenant, ttl_ms, max_units, tenant_max_units (0: none),
+  -- queue_ttl_ms (0: do not queue).  Returns {granted, lease_id, units, tenant, total_in_use,
+  -- tenant_in_use, what holds it back: a job id, '(max_units)' or '(tenant_max_units)'}.
+  local job, tenant, units = ARGV[3], ARGV[5], tonumber(ARGV[4])
+  local max_units, tenant_max, queue_ttl = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
+  local total, by = usage()
+  local mine = by[tenant] or 0
+  local existing = redis.call('HGET', KEYS[5], job)
   if existing and redis.call('ZSCORE', KEYS[1], existing) then
+    unqueue(job)
     redis.call('ZADD', KEYS[1], now + tonumber(ARGV[6]), existing)
     return {1, existing, tonumber(redis.call('HGET', KEYS[2], existing)),
-            redis.call('HGET', KEYS[3], existing), total, mine}
+            redis.call('HGET', KEYS[3], existing), total, mine, ''}
   end
-  local units, tenant_max = tonumber(ARGV[4]), tonumber(ARGV[8])
-  if total + units > tonumber(ARGV[7]) or (tenant_max > 0 and mine + units > tenant_max) then
-    return {0, '', 0, '', total, mine}
+  local ticket = redis.call('ZSCORE', KEYS[7], job)
+  if queue_ttl > 0 then
+    if not ticket then
+      ticket = redis.call('INCR', KEYS[10])
+      redis.call('ZADD', KEYS[7], ticket, job)
+      local entry = {t = tenant, u = units, m = tenant_max, s = now}
+      redis.call('HSET', KEYS[8], job, cjson.encode(entry))
+    end
+    redis.call('ZADD', KEYS[9], now + queue_ttl, job)
   end
+  local me = {ticket = tonumber(ticket) or math.huge, turn = served(tenant)}
+  local blocker = ''
+  if total + units > max_units then blocker = '(max_units)'
+  elseif tenant_max > 0 and mine + units > tenant_max then blocker = '(tenant_max_units)'
+  else
+    local room = max_units - total
+    for _, h in ipairs(heads()) do
+      if h.t == tenant then
+        if h.ticket < me.ticket then blocker = h.job break end
+      elseif first(h, me) and h.u <= max_units and (h.m == 0 or (by[h.t] or 0) + h.u <= h.m) then
+        if h.u > room or room - h.u < units then blocker = h.job break end
+        room = room - h.u
+      end
+    end
+  end
+  if blocker ~= '' then return {0, '', 0, '', total, mine, blocker} end
+  unqueue(job)
+  redis.call('HSET', KEYS[11], tenant, redis.call('INCR', KEYS[10]))
   redis.call('ZADD', KEYS[1], now + tonumber(ARGV[6]), ARGV[2])
   redis.call('HSET', KEYS[2], ARGV[2], units)
-  redis.call('HSET', KEYS[3], ARGV[2], ARGV[5])
-  redis.call('HSET', KEYS[4], ARGV[2], ARGV[3])
-  redis.call('HSET', KEYS[5], ARGV[3], ARGV[2])
-  return {1, ARGV[2], units, ARGV[5], total + units, mine + units}
+  redis.call('HSET', KEYS[3], ARGV[2], tenant)
+  redis.call('HSET', KEYS[4], ARGV[2], job)
+  redis.call('HSET', KEYS[5], job, ARGV[2])
+  redis.call('HSET', KEYS[6], ARGV[2], now)
+  return {1, ARGV[2], units, tenant, total + units, mine + units, ''}
 elseif op == 'renew' then  -- ARGV: op, lease_id, ttl_ms
   if not redis.call('ZSCORE', KEYS[1], ARGV[2]) then return 0 end
   redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[2])
   return 1
 elseif op == 'release' then  -- ARGV: op, lease_id
   return drop(ARGV[2])
+elseif op == 'leave' then  -- ARGV: op, job_id: it stops waiting
+  return unqueue(ARGV[2])
 elseif op == 'usage' then  -- ARGV: op, tenant
-  local total, mine = usage(ARGV[2])
-  return {total, mine}
-elseif op == 'holders' then  -- flat: lease_id, job_id, units, tenant, ms to expiry
+  local total, by = usage()
+  return {total, by[ARGV[2]] or 0}
+elseif op == 'holders' then  -- flat: lease_id, job_id, units, tenant, ms to expiry, granted ms
   local out, rows = {}, redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
   for i = 1, #rows, 2 do
     local id = rows[i]
@@ -91,6 +194,21 @@ elseif op == 'holders' then  -- flat: lease_id, job_id, units, tenant, ms to exp
     table.insert(out, tonumber(redis.call('HGET', KEYS[2], id) or '0'))
     table.insert(out, redis.call('HGET', KEYS[3], id) or '')
     table.insert(out, tonumber(rows[i + 1]) - now)
+    table.insert(out, tonumber(redis.call('HGET', KEYS[6], id) or '0'))
+  end
+  return out
+elseif op == 'waiters' then  -- flat, by arrival: job_id, tenant, units, arrival ms, ms to expiry
+  local out, rows = {}, redis.call('ZRANGE', KEYS[7], 0, -1)
+  for _, job in ipairs(rows) do
+    local raw = redis.call('HGET', KEYS[8], job)
+    if raw then
+      local w = cjson.decode(raw)
+      table.insert(out, job)
+      table.insert(out, w.t)
+      table.insert(out, w.u)
+      table.insert(out, w.s)
+      table.insert(out, tonumber(redis.call('ZSCORE', KEYS[9], job) or now) - now)
+    end
   end
   return out
 end
@@ -126,11 +244,32 @@ class Holding:
         units: units held.
         tenant: tenant the units count against.
         expires_in_s: seconds until the lease expires unless renewed.
+        since: when the units were granted (seconds since the epoch, the Redis server's clock).
     """
 
     lease_id: str
     units: int
     tenant: str
+    expires_in_s: float
+    since: float = 0.0
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A job waiting for units, as seen by ``ResourceLimiter.waiters``.
+
+    Attributes:
+        job_id: the waiting job.
+        tenant: its tenant.
+        units: units it asks for.
+        since: when it started waiting (seconds since the epoch, the Redis server's clock).
+        expires_in_s: seconds until its entry expires unless it attempts again.
+    """
+
+    job_id: str
+    tenant: str
+    units: int
+    since: float
     expires_in_s: float
 
 
@@ -154,10 +293,19 @@ def _check_ttl(ttl_s: float) -> int:
     return max(1, round(ttl_s * 1000))
 
 
+def _stored_count(key: str, raw: Any, *, unset: str) -> int:
+    text = _text(raw).strip()
+    if not text.isdigit() or int(text) < 1:
+        fix = f"set it to a positive integer with `ultron limits set`, or {unset}"
+        raise UltronError(_issue(key, text, "it must be an integer of at least 1", fix))
+    return int(text)
+
+
 def read_max_units(client: redis.Redis, *, default: int, namespace: str = keys.NAMESPACE) -> int:
     """Returns the cluster-wide limit from ``{namespace}:limiter:max_units``, else ``default``.
 
-    An operator sets the limit once with ``SET ultron:limiter:max_units 64``.
+    A platform team sets it with ``ultron limits set --max-units 64`` (or
+    ``SET ultron:limiter:max_units 64``).
 
     Raises:
         UltronError: the key holds something other than a positive integer.
@@ -166,15 +314,68 @@ def read_max_units(client: redis.Redis, *, default: int, namespace: str = keys.N
     raw = client.get(key)
     if raw is None:
         return default
-    text = _text(raw).strip()
-    if not text.isdigit() or int(text) < 1:
-        fix = f"SET {key} to a positive integer, or DEL it to use the default {default}"
-        raise UltronError(_issue(key, text, "it must be an integer of at least 1", fix))
-    return int(text)
+    return _stored_count(key, raw, unset=f"DEL it to use the default {default}")
+
+
+def read_tenant_max_units(
+    client: redis.Redis, tenant: str, *, namespace: str = keys.NAMESPACE
+) -> int | None:
+    """Returns ``tenant``'s limit from ``{namespace}:limiter:tenant_max_units``, else None.
+
+    A platform team sets it with ``ultron limits set --tenant T --max-units 8`` (or
+    ``HSET ultron:limiter:tenant_max_units T 8``); None means no limit beyond the global one.
+
+    Raises:
+        UltronError: the tenant's field holds something other than a positive integer.
+    """
+    key = keys.limiter("tenant_max_units", namespace=namespace)
+    raw = client.hget(key, tenant)
+    if raw is None:
+        return None
+    return _stored_count(f"{key}[{tenant}]", raw, unset="unset it (`--unset`) for no limit")
+
+
+def tenant_limits(client: redis.Redis, *, namespace: str = keys.NAMESPACE) -> dict[str, int]:
+    """Every tenant limit stored in Redis, tenant -> units (checked as in ``read_*``)."""
+    key = keys.limiter("tenant_max_units", namespace=namespace)
+    raw = client.hgetall(key)
+    return {
+        _text(tenant): _stored_count(f"{key}[{_text(tenant)}]", value, unset="unset it")
+        for tenant, value in sorted(raw.items(), key=lambda item: _text(item[0]))
+    }
+
+
+def set_max_units(
+    client: redis.Redis, units: int | None, *, namespace: str = keys.NAMESPACE
+) -> None:
+    """Stores the cluster-wide limit; None removes it (jobs then use ``ULTRON_MAX_UNITS``).
+
+    Jobs read it when they start waiting; jobs already holding units keep them.
+    """
+    key = keys.limiter("max_units", namespace=namespace)
+    if units is None:
+        client.delete(key)
+        return
+    client.set(key, _check_count("--max-units", units, fix="pass 1 or more, or --unset"))
+
+
+def set_tenant_max_units(
+    client: redis.Redis, tenant: str, units: int | None, *, namespace: str = keys.NAMESPACE
+) -> None:
+    """Stores ``tenant``'s limit; None removes it (only the global limit applies)."""
+    if not tenant:
+        raise UltronError(_issue("--tenant", tenant, "it must not be empty", "name the tenant"))
+    key = keys.limiter("tenant_max_units", namespace=namespace)
+    if units is None:
+        client.hdel(key, tenant)
+        return
+    client.hset(key, tenant, _check_count("--max-units", units, fix="pass 1 or more, or --unset"))
 
 
 class ResourceLimiter:
-    """Grants compute units to jobs, never more than ``max_units`` at once, on Redis.
+    """Grants compute units to jobs, never more than ``max_units`` at once, fairly, on Redis.
+
+    The module docstring gives the rules of the queue.
 
     Args:
         redis_client: client of the Redis that all jobs share.
@@ -211,8 +412,7 @@ class ResourceLimiter:
         self.namespace = namespace
         self.tenant = tenant
         self.tenant_max_units = tenant_max_units
-        names = ("leases", "units", "tenant", "owners", "jobs")
-        self._keys = [keys.limiter(name, namespace=namespace) for name in names]
+        self._keys = [keys.limiter(name, namespace=namespace) for name in _KEY_NAMES]
         # register_script only hashes the source; the script is loaded on first use.
         self._script = redis_client.register_script(_SCRIPT)
 
@@ -233,30 +433,47 @@ class ResourceLimiter:
             rule += f"{self.tenant!r}, so it can never be granted"
             raise ResourceTimeoutError(_issue(field, units, rule, fix))
 
-    def _try(self, job_id: str, units: int, ttl_s: float) -> tuple[Lease | None, int, int]:
-        granted, lease_id, held, tenant, total, mine = self._call(
-            "acquire", uuid.uuid4().hex, job_id, units, self.tenant, _check_ttl(ttl_s),
-            self.max_units, self.tenant_max_units or 0,
+    def _try(
+        self, job_id: str, units: int, ttl_s: float, *, queue: bool
+    ) -> tuple[Lease | None, int, int, str]:
+        ttl_ms = _check_ttl(ttl_s)
+        granted, lease_id, held, tenant, total, mine, blocker = self._call(
+            "acquire", uuid.uuid4().hex, job_id, units, self.tenant, ttl_ms,
+            self.max_units, self.tenant_max_units or 0, ttl_ms if queue else 0,
         )  # fmt: skip
         if not int(granted):
-            return None, int(total), int(mine)
+            return None, int(total), int(mine), _text(blocker)
         lease = Lease(_text(lease_id), job_id, int(held), _text(tenant), float(ttl_s))
-        return lease, int(total), int(mine)
+        return lease, int(total), int(mine), ""
 
-    def acquire(self, job_id: str, units: int, *, ttl_s: float = 30.0) -> Lease | None:
-        """Takes ``units`` for ``job_id`` if they fit now; returns None if they do not.
+    def acquire(
+        self, job_id: str, units: int, *, ttl_s: float = 30.0, queue: bool = False
+    ) -> Lease | None:
+        """Takes ``units`` for ``job_id`` if they fit now and its turn has come; else None.
 
         Idempotent per job: while ``job_id`` holds a live lease, acquiring again returns that
         lease (extended by ``ttl_s``) and counts nothing twice, so a command retried after a
         lost reply is safe. The returned lease keeps the units of the first grant.
+
+        Args:
+            job_id: the job asking.
+            units: units it asks for.
+            ttl_s: seconds the lease (and, with ``queue``, the waiter's entry) lives.
+            queue: when not granted, keep ``job_id`` in the queue (its place kept for ``ttl_s``
+                after each attempt; ``leave_queue`` removes it). Without it the job counts as
+                arriving now and leaves no trace.
 
         Raises:
             ResourceTimeoutError: ``units`` exceeds ``max_units`` or ``tenant_max_units``, so
                 the request could never be granted.
         """
         self._check_request(job_id, units)
-        lease, _, _ = self._try(job_id, units, ttl_s)
+        lease, _, _, _ = self._try(job_id, units, ttl_s, queue=queue)
         return lease
+
+    def leave_queue(self, job_id: str) -> bool:
+        """Takes ``job_id`` out of the queue; True if it was waiting."""
+        return bool(int(self._call("leave", job_id)))
 
     def acquire_blocking(
         self,
@@ -270,10 +487,12 @@ class ResourceLimiter:
         max_delay_s: float = 10.0,
         check: Callable[[], None] | None = None,
     ) -> Lease:
-        """Like ``acquire``, retrying with growing delays (the paper's delayed retry) until granted.
+        """Waits in the queue, retrying with growing delays (the paper's delayed retry).
 
-        ``check`` is called at least every 0.2 s while waiting; what it raises (a cancelled
-        job's error) ends the wait.
+        Attempts come at most ``min(max_delay_s, ttl_s / 3)`` apart, so the job's place in the
+        queue (kept ``ttl_s`` after each attempt) lives while it waits. However the wait ends
+        (granted, timed out, an error), the job leaves the queue. ``check`` is called at least
+        every 0.2 s while waiting; what it raises (a cancelled job's error) ends the wait.
 
         Raises:
             ResourceTimeoutError: not granted within ``timeout_s``, or never grantable.
@@ -281,35 +500,51 @@ class ResourceLimiter:
         self._check_request(job_id, units)
         _check_ttl(ttl_s)
         deadline = time.monotonic() + timeout_s
-        delay = retry_delay_s
-        while True:
-            lease, total, mine = self._try(job_id, units, ttl_s)
-            if lease is not None:
-                return lease
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                msg = self._timeout_message(job_id, units, timeout_s, total, mine)
-                raise ResourceTimeoutError(msg)
-            logger.info("job %s waits for %d units (%d in use)", job_id, units, total)
-            until = time.monotonic() + max(0.0, min(delay, remaining, max_delay_s))
-            while (left := until - time.monotonic()) > 0:
-                if check is not None:
-                    check()
-                time.sleep(min(left, 0.2))
-            delay = min(delay * backoff, max_delay_s)
+        delay, max_delay_s = retry_delay_s, min(max_delay_s, ttl_s / 3)
+        try:
+            while True:
+                lease, total, mine, blocker = self._try(job_id, units, ttl_s, queue=True)
+                if lease is not None:
+                    return lease
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    msg = self._timeout_message(job_id, units, timeout_s, total, mine, blocker)
+                    raise ResourceTimeoutError(msg)
+                logger.info(
+                    "job %s waits for %d units (%d in use; held back by %s)",
+                    job_id, units, total, blocker,
+                )  # fmt: skip
+                until = time.monotonic() + max(0.0, min(delay, remaining, max_delay_s))
+                while (left := until - time.monotonic()) > 0:
+                    if check is not None:
+                        check()
+                    time.sleep(min(left, 0.2))
+                delay = min(delay * backoff, max_delay_s)
+        finally:
+            self._leave_quietly(job_id)
+
+    def _leave_quietly(self, job_id: str) -> None:
+        try:
+            self.leave_queue(job_id)
+        except (redis.RedisError, OSError) as exc:  # its entry expires after ttl_s anyway
+            logger.warning("job %s could not leave the limiter's queue: %s", job_id, exc)
 
     def _timeout_message(
-        self, job_id: str, units: int, timeout_s: float, total: int, mine: int
+        self, job_id: str, units: int, timeout_s: float, total: int, mine: int, blocker: str
     ) -> str:
         tenant_part, limits = "", "max_units"
         if self.tenant_max_units is not None:
             tenant_part = f"; tenant {self.tenant!r} uses {mine} of "
             tenant_part += f"tenant_max_units={self.tenant_max_units}"
             limits = "max_units or tenant_max_units"
+        queue_part = ""
+        if blocker and not blocker.startswith("("):
+            queue_part = f"; job {blocker!r} waits before it (first come first served)"
         return (
             f"job {job_id!r} could not acquire {units} units within timeout_s={timeout_s:g}: "
-            f"{total} of max_units={self.max_units} units are in use{tenant_part}. Fix: raise "
-            f"{limits}, lower parallelism or the per-trial units, or wait (raise timeout_s)"
+            f"{total} of max_units={self.max_units} units are in use{tenant_part}{queue_part}. "
+            f"Fix: raise {limits}, lower parallelism or the per-trial units, or wait (raise "
+            "timeout_s); `ultron jobs` shows who holds and who waits"
         )
 
     def renew(self, lease: Lease, *, ttl_s: float | None = None) -> bool:
@@ -330,12 +565,23 @@ class ResourceLimiter:
         """Live leases keyed by job id."""
         rows = self._call("holders")
         out: dict[str, Holding] = {}
-        for i in range(0, len(rows), 5):
-            lease_id, job, units, tenant, ms_left = rows[i : i + 5]
+        for i in range(0, len(rows), 6):
+            lease_id, job, units, tenant, ms_left, granted_ms = rows[i : i + 6]
             out[_text(job)] = Holding(
-                _text(lease_id), int(units), _text(tenant), int(ms_left) / 1000
-            )
+                _text(lease_id), int(units), _text(tenant), int(ms_left) / 1000,
+                int(granted_ms) / 1000,
+            )  # fmt: skip
         return out
+
+    def waiters(self) -> list[Waiting]:
+        """Jobs waiting for units, by arrival (live entries only)."""
+        rows = self._call("waiters")
+        return [
+            Waiting(_text(job), _text(tenant), int(units), int(since_ms) / 1000, int(left) / 1000)
+            for job, tenant, units, since_ms, left in (
+                rows[i : i + 5] for i in range(0, len(rows), 5)
+            )
+        ]
 
 
 class LeaseKeeper:

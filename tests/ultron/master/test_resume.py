@@ -113,7 +113,6 @@ ALLOWED: dict[str, Any] = {
     "retries": 0,
     "max_failed_share": 0.9,
     "redis_url": "redis://elsewhere:6379/0",
-    "tenant": "team-b",
     "name": "renamed",
     "resources": {"cpu": 2, "memory": "1Gi"},
     "cache": False,
@@ -131,6 +130,18 @@ def test_a_field_that_changes_no_number_may_change(name: str, value: Any) -> Non
 
 def test_all_allowed_changes_at_once_pass() -> None:
     check_resume(_stored(), _spec(**ALLOWED), code_hash="c0de", stored_code_hash="c0de")
+
+
+def test_a_job_id_is_owned_by_its_tenant() -> None:
+    issues = _refused(_stored(tenant="team-a"), _spec(tenant="team-b"), trials_done=4)
+    assert list(issues) == ["tenant"]
+    assert "belongs to another tenant" in issues["tenant"].rule
+    assert "team-a" not in str(issues["tenant"])  # the owner is not told to another tenant
+    assert "new job id" in issues["tenant"].fix
+    older = _stored()
+    del older["tenant"]  # stored by an ultron without tenants: it was the default tenant's
+    assert list(_refused(older, _spec(tenant="team-b"))) == ["tenant"]
+    check_resume(older, _spec(tenant="default"))
 
 
 def test_num_iterations_may_not_drop_below_the_trials_done() -> None:

@@ -24,7 +24,13 @@ from ultron.simulation.jobs import MemoryCache, MemoryStore, SimulatedDispatcher
 from ultron.worker.trial import TrialResult, TrialStatus
 
 CONFIG = {"lr": 0.1, "layers": 2}
-SAME = {"code_hash": "c0de", "data_hash": None, "model": "pkg.train:Model", "seed": 0}
+SAME = {
+    "code_hash": "c0de",
+    "data_hash": None,
+    "model": "pkg.train:Model",
+    "seed": 0,
+    "tenant": "team-a",
+}
 
 
 @pytest.fixture
@@ -109,8 +115,9 @@ def test_cache_off_answers_only_the_very_trial_of_the_same_job(make_cache: Cache
         {"model": "pkg.train:Other"},
         {"model": "pkg.other:Model"},
         {"seed": 1},
+        {"tenant": "team-b"},
     ],
-    ids=["code", "data", "model-class", "model-module", "seed"],
+    ids=["code", "data", "model-class", "model-module", "seed", "tenant"],
 )
 def test_another_computation_misses(
     redis_client: redis.Redis, namespace: str, change: dict[str, Any]
@@ -122,6 +129,24 @@ def test_another_computation_misses(
     other = ScoreCache(redis_client, **{**SAME, **change}, metric="a", namespace=namespace)
     assert _ask(other) is None
     assert len(other) == 0
+
+
+def test_a_tenant_never_reads_another_tenants_scores(
+    redis_client: redis.Redis, namespace: str
+) -> None:
+    team_a = ScoreCache(redis_client, **SAME, metric="a", namespace=namespace)
+    team_b = ScoreCache(
+        redis_client, **{**SAME, "tenant": "team-b"}, metric="a", namespace=namespace
+    )
+    team_a.put(CONFIG, _entry(1.0, {"a": 1.0}, job_id="job-a"))
+    # The same code, data, model, seed and configuration: tenant B still trains it.
+    assert _ask(team_b, job_id="job-b") is None
+    team_b.put(CONFIG, _entry(2.0, {"a": 2.0}, job_id="job-b"))
+    hit_a, hit_b = _ask(team_a, job_id="job-a2"), _ask(team_b, job_id="job-b2")
+    assert hit_a is not None and hit_a["score"] == 1.0 and hit_a["job_id"] == "job-a"
+    assert hit_b is not None and hit_b["score"] == 2.0 and hit_b["job_id"] == "job-b"
+    assert team_a.key != team_b.key
+    assert team_a.key.startswith(f"{namespace}:cache:v{keys.SCORE_CACHE_VERSION}:team-a:")
 
 
 def test_data_and_no_data_are_different_computations(
