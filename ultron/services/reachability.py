@@ -13,24 +13,28 @@ fix. Each check is bounded as a whole, host name lookup included.
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import socket
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import redis
+from redis.sentinel import SentinelConnectionPool
 
 from ultron.errors import ConfigIssue, SpecError
-from ultron.services.redis_client import connect_once
+from ultron.services.redis_client import connect_once, is_sentinel_url, parse_sentinel_url
 
 __all__ = ["check_redis", "check_storage", "mask_url"]
 
 _T = TypeVar("_T")
 _MASK = "****"
-_SECRET_PARAMS = frozenset({"password", "secret", "token", "key", "secret_access_key"})
+_SECRET_PARAMS = frozenset(
+    {"password", "secret", "token", "key", "secret_access_key", "sentinel_password", "ssl_password"}
+)
 
 
 def mask_url(url: str) -> str:
@@ -104,7 +108,9 @@ def check_redis(url: str, *, field: str, timeout_s: float = 5.0) -> None:
     """PINGs ``url`` once, with no retry, and raises at once if no Redis answers.
 
     A server that answers ``LOADING`` (it is reading its append-only file) passes: clients
-    wait for it.
+    wait for it. For a Sentinel URL (``redis+sentinel://``) the sentinels are asked, in turn,
+    for the master of the URL's service (each within a share of ``timeout_s``), and the master
+    they name must answer PING.
 
     Args:
         url: the Redis URL to check.
@@ -119,9 +125,18 @@ def check_redis(url: str, *, field: str, timeout_s: float = 5.0) -> None:
     Example:
         >>> check_redis(redis_url, field="redis_url")
     """
-    host, port = _host_port(url, default_port=6379)
+    sentinel = is_sentinel_url(url)
+    if sentinel:
+        form = "redis+sentinel://[:password@]host1:port1,host2:port2/service_name/db"
+        lead = "it must name sentinels that know its master, and the master must answer PING"
+        work: Callable[[], str | None] = functools.partial(_ping_sentinel, url, timeout_s)
+    else:
+        form = "redis://[:password@]host:port/db"
+        lead = "it must lead to a Redis server that answers PING"
+        host, port = _host_port(url, default_port=6379)
+        work = functools.partial(_ping, url, timeout_s, host, port)
     try:
-        reason = _within(timeout_s + 1.0, lambda: _ping(url, timeout_s, host, port))
+        reason = _within(timeout_s + 1.0, work)
     except _NoAnswer:
         reason = f"no answer came within {timeout_s:g} s (the host name lookup or the connect hung)"
     if reason is None:
@@ -129,11 +144,12 @@ def check_redis(url: str, *, field: str, timeout_s: float = 5.0) -> None:
     leave_out = (
         "unset REDIS_URL" if field.isupper() else f"leave {field} out"
     ) + " to use the embedded server"
+    where = "the sentinels and the master" if sentinel else "Redis there"
     raise _problem(
         field,
         mask_url(url),
-        f"it must lead to a Redis server that answers PING within {timeout_s:g} s, but {reason}",
-        f"start Redis there or correct {field} (redis://[:password@]host:port/db), or {leave_out}",
+        f"{lead} within {timeout_s:g} s, but {reason}",
+        f"start {where} or correct {field} ({form}), or {leave_out}",
     )
 
 
@@ -147,11 +163,64 @@ def _host_port(url: str, *, default_port: int) -> tuple[str, int | str]:
 
 def _ping(url: str, timeout_s: float, host: str, port: int | str) -> str | None:
     """Why ``url`` answers no PING, or None when it does."""
-    where = f"{host}:{port}"
     try:
         client = connect_once(url, timeout_s=timeout_s)
     except ValueError as exc:  # redis-py cannot read the URL
         return f"the URL cannot be read ({exc})"
+    try:
+        return _answer(client, timeout_s, host, f"{host}:{port}")
+    finally:
+        client.close()
+
+
+def _ping_sentinel(url: str, timeout_s: float) -> str | None:
+    """Why the sentinels of ``url`` name no master that answers PING, or None when they do."""
+    try:
+        address = parse_sentinel_url(url)
+    except ValueError as exc:
+        return f"the URL cannot be read ({exc})"
+    # A share each, so that one sentinel that hangs leaves time to ask the others.
+    share = max(0.5, timeout_s / (len(address.sentinels) + 1))
+    client = connect_once(url, timeout_s=share)
+    pool = cast(SentinelConnectionPool, client.connection_pool)
+    try:
+        problems = []
+        for sentinel in list(pool.sentinel_manager.sentinels):
+            host, port = (sentinel.connection_pool.connection_kwargs[k] for k in ("host", "port"))
+            problem = _master_named(sentinel, address.service_name, host, f"{host}:{port}")
+            if problem is None:
+                master = pool.get_master_address()
+                where = f"{master[0]}:{master[1]} (the master of {address.service_name!r})"
+                return _answer(client, share, str(master[0]), where)
+            problems.append(problem)
+        return "no sentinel named a master: " + "; ".join(problems)
+    except redis.RedisError as exc:  # the master changed between the two questions
+        return f"asking the sentinels failed ({type(exc).__name__}: {str(exc)[:120]})"
+    finally:
+        client.close()
+
+
+def _master_named(sentinel: redis.Redis, service: str, host: str, where: str) -> str | None:
+    """Why ``sentinel`` names no live master for ``service``, or None when it does."""
+    try:
+        masters = cast(dict[str, dict[str, Any]], sentinel.sentinel_masters())
+    except redis.AuthenticationError:
+        return f"{where} refused the credentials (set ?sentinel_password= for sentinels)"
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        return _connection_reason(exc, where, host)
+    except redis.ResponseError as exc:
+        return f"{where} is not a sentinel ({str(exc)[:80]})"
+    state = masters.get(service)
+    if state is None:
+        known = ", ".join(sorted(masters)) or "none"
+        return f"{where} monitors no master named {service!r} (it knows: {known})"
+    if not state["is_master"] or state["is_sdown"] or state["is_odown"]:
+        return f"{where} reports the master of {service!r} down"
+    return None
+
+
+def _answer(client: redis.Redis, timeout_s: float, host: str, where: str) -> str | None:
+    """Why ``client`` gets no answer to PING from ``where``, or None when it does."""
     try:
         client.ping()
     except redis.BusyLoadingError:
@@ -175,8 +244,6 @@ def _ping(url: str, timeout_s: float, host: str, port: int | str) -> str | None:
             f"the server at {where} is not a Redis server: it does not speak the Redis "
             f"protocol ({type(exc).__name__}: {str(exc)[:80]}); use rediss:// only for TLS"
         )
-    finally:
-        client.close()
     return None
 
 
@@ -193,6 +260,11 @@ def _connection_reason(exc: BaseException, where: str, host: str) -> str:
             return f"{where} cannot be reached from this machine ({cause.strerror})"
         cause = cause.__cause__ or cause.__context__
     text = str(exc)
+    if "reset by peer" in text:  # a TLS server resets a client that speaks plain Redis
+        return (
+            f"the server at {where} reset the connection: it wants TLS (rediss://) or is not "
+            "a Redis server"
+        )
     if "closed by server" in text or "protocol" in text.lower() or "ssl" in text.lower():
         return (
             f"the server at {where} is not a Redis server, or one that wants TLS (rediss://): "

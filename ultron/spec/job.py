@@ -302,10 +302,12 @@ class JobSpec(Strict):
     @field_validator("redis_url")
     @classmethod
     def _redis_url(cls, value: str | None) -> str | None:
-        if value is not None and not value.startswith(("redis://", "rediss://", "unix://")):
+        schemes = ("redis://", "rediss://", "unix://", "redis+sentinel://", "rediss+sentinel://")
+        if value is not None and not value.startswith(schemes):
             raise rule_error(
-                "redis_url must start with redis://, rediss:// or unix://",
-                "write redis://host:6379/0, or leave it out for the embedded server",
+                "redis_url must start with redis://, rediss://, unix:// or redis+sentinel://",
+                "write redis://host:6379/0 (redis+sentinel://host1:26379,host2:26379/mymaster/0 "
+                "for Sentinel), or leave it out for the embedded server",
             )
         return value
 
