@@ -55,12 +55,14 @@ def new_checkpoint_dir(checkpoint_path: str | Path, step: int, *, prefix: str = 
     A leftover of a crashed attempt (the folder without ``COMPLETE``) is emptied first.
 
     Raises:
-        ValueError: ``step`` is negative.
+        ValueError: ``step`` is negative, ``prefix`` is not a plain folder name, or the folder
+            would lie outside ``checkpoint_path`` (a symlink out of it).
         FileExistsError: the checkpoint of ``step`` is already complete.
     """
     if step < 0:
         raise ValueError(f"step is {step}; it must be 0 or more: number checkpoints from 0")
-    folder = Path(checkpoint_path) / f"{prefix}-{step:04d}"
+    _check_name("prefix", prefix, "epoch")
+    folder = _inside(checkpoint_path, f"{prefix}-{step:04d}")
     if is_complete(folder):
         raise FileExistsError(
             f"checkpoint folder {folder} is already complete; a checkpoint is written once: "
@@ -69,6 +71,33 @@ def new_checkpoint_dir(checkpoint_path: str | Path, step: int, *, prefix: str = 
     if folder.exists():
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
+    return folder
+
+
+def _check_name(field: str, value: str, example: str) -> None:
+    """Refuse a name from user code that is not one plain path component."""
+    if (
+        not isinstance(value, str)
+        or value in ("", ".", "..")
+        or any(c in value for c in ("/", "\\", "\0"))
+    ):
+        raise ValueError(
+            f"{field} is {value!r}; it must be a plain name without '/', '\\', NUL, or '.' "
+            f"or '..' alone, so the checkpoint stays inside checkpoint_path. Fix: pass a name "
+            f"such as {example!r}"
+        )
+
+
+def _inside(checkpoint_path: str | Path, name: str) -> Path:
+    """``checkpoint_path / name``, refused when it resolves outside ``checkpoint_path``."""
+    root = Path(checkpoint_path)
+    folder = root / name
+    if not folder.resolve().is_relative_to(root.resolve()):
+        raise ValueError(
+            f"checkpoint folder {str(folder)!r} resolves to {str(folder.resolve())!r}, outside "
+            f"checkpoint_path {str(root)!r}; checkpoints are written only inside it. Fix: "
+            "remove that link, or save under another step or prefix"
+        )
     return folder
 
 
@@ -135,6 +164,7 @@ def save_torch(
         >>> load_latest_torch(root)                                 # doctest: +SKIP
         {'epoch': 3}
     """
+    _check_name("filename", filename, "state.pt")
     folder = new_checkpoint_dir(checkpoint_path, step)
     _torch().save(state, folder / filename)
     mark_complete(folder)

@@ -25,6 +25,13 @@ from ultron.worker.trial import TrialRequest, TrialResult, TrialStatus, trial_se
 __all__ = ["TrialDispatcher"]
 
 
+def _memory_limit(memory: str | None) -> int | None:
+    """``resources.memory`` (a Kubernetes quantity) in bytes, as the Dask workers get it."""
+    from dask.utils import parse_bytes  # understands Ki, Mi, Gi, Ti, k, M, G, T as they are
+
+    return None if memory is None else parse_bytes(memory)
+
+
 class TrialDispatcher:
     """Submits trials to a Dask client and waits for them one at a time.
 
@@ -97,6 +104,7 @@ class TrialDispatcher:
             grace_period=self.spec.early_stopping.grace_period
             if self.spec.early_stopping
             else 30.0,
+            memory_limit=_memory_limit(self.spec.resources.memory),
         )
 
     def start(self, *requests: TrialRequest) -> None:
@@ -172,6 +180,8 @@ class TrialDispatcher:
             future.release()
             curve = data.pop("curve", [])
             result = TrialResult.from_dict(data)
+            # Only the infrastructure's faults are retried: OUT_OF_MEMORY would fail again
+            # under the same resources.memory.
             if result.status is TrialStatus.CRASHED and request.attempt <= self.spec.retries:
                 self.start(
                     self.request(

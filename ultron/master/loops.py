@@ -75,7 +75,12 @@ class Cache(Protocol):
     def put(self, config: Config, entry: dict[str, Any]) -> None: ...
 
 
-_FAILURES = (TrialStatus.FAILED, TrialStatus.CRASHED, TrialStatus.TIMEOUT)
+_FAILURES = (
+    TrialStatus.FAILED,
+    TrialStatus.CRASHED,
+    TrialStatus.TIMEOUT,
+    TrialStatus.OUT_OF_MEMORY,
+)
 
 
 def _cached(

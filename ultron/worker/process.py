@@ -7,16 +7,24 @@ It is started with the trial environment's interpreter (``python -P -m ultron.wo
 then serves trial requests over a socket until the socket closes. A user error is caught and
 reported, and the process serves the next trial; a crash kills only this process, which the
 worker replaces (see :mod:`ultron.worker.runner`).
+
+Isolation: the process holds itself to the spec's ``resources.memory`` (``RLIMIT_DATA``, soft
+and hard, set before the user's code is imported), and it is a child subreaper, so a process
+that a trial starts stays below it even when it calls ``setsid``: every such process is killed
+when ``score`` returns and when this process gets SIGTERM.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import importlib
 import json
 import math
 import numbers
 import os
 import random
+import signal
 import sys
 import threading
 import time
@@ -28,7 +36,130 @@ from typing import Any
 from ultron.containerize.usercode import claim_names
 from ultron.model import TrialContext, set_current_trial
 
-__all__ = ["main"]
+__all__ = ["descendants", "end_descendants", "main"]
+
+_PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
+
+
+def _limit_memory(limit: int | None) -> None:
+    """Hold this process, and each process it starts, to ``limit`` bytes of private memory.
+
+    ``RLIMIT_DATA`` rather than ``RLIMIT_AS``: it counts the heap and the private anonymous
+    maps that numpy and torch allocate, not address space that is only reserved (importing
+    torch reserves about 630 MB of address space and uses about 230 MB). The hard limit is
+    set too, so ``score`` cannot lift it; a warm process therefore serves one limit, and the
+    runner keeps its warm processes by limit.
+    """
+    if limit is None:
+        return
+    import resource
+
+    _, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    cap = limit if hard == resource.RLIM_INFINITY else min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_DATA, (cap, cap))
+
+
+def _become_subreaper() -> None:
+    """Adopt the orphans of the processes below this one (Linux), ``setsid`` or not, so that
+    :func:`end_descendants` finds them."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def descendants(pid: int) -> list[tuple[int, bool]]:
+    """``(pid, is_zombie)`` of every process below ``pid`` (Linux ``/proc``; empty elsewhere)."""
+    children: dict[int, list[tuple[int, bool]]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat:
+                fields = stat.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        children.setdefault(int(fields[1]), []).append((int(entry), fields[0] == b"Z"))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child[0])
+    return found
+
+
+def end_descendants(pid: int | None = None, *, rounds: int = 100) -> int:
+    """SIGKILL every process below ``pid`` (this process by default) until none is left.
+
+    Killing a parent hands its children to the nearest subreaper (this process), so each
+    round finds what the last one orphaned; this process reaps what it adopted. Returns how
+    many processes were killed.
+    """
+    root = os.getpid() if pid is None else pid
+    killed: set[int] = set()
+    for _ in range(rounds):
+        live = [child for child, zombie in descendants(root) if not zombie]
+        if not live:
+            break
+        for child in live:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(child, signal.SIGKILL)
+                killed.add(child)
+        if root == os.getpid():
+            _reap()
+        time.sleep(0.01)
+    if root == os.getpid():
+        _reap()
+    return len(killed)
+
+
+def _reap() -> None:
+    """Collect the exit status of every child that has ended (adopted orphans included)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    """The runner stops this process: take every process the trial started along."""
+    end_descendants()
+    os._exit(128 + signum)
+
+
+def _is_out_of_memory(exc: BaseException) -> bool:
+    """A failed allocation: Python's and numpy's MemoryError, an ENOMEM from the system (a
+    fork, an mmap), or torch's CPU allocator (a RuntimeError; CUDA's is not ours to judge)."""
+    if isinstance(exc, MemoryError):
+        return True
+    if isinstance(exc, OSError):
+        return exc.errno == errno.ENOMEM
+    text = str(exc) if isinstance(exc, RuntimeError) else ""
+    return "can't allocate memory" in text or "Cannot allocate memory" in text
+
+
+def _memory_error(exc: BaseException, limit: int | None) -> str:
+    detail = f"{type(exc).__name__}: {_short(str(exc)) if str(exc) else 'allocation failed'}"
+    if limit is None:
+        return (
+            f"the trial ran out of memory ({detail}); no resources.memory is set, so the "
+            "machine's memory was the limit. Fix: set resources.memory to what a trial needs "
+            "and run fewer trials at once, or make the model use less (a smaller batch or model)"
+        )
+    return (
+        f"the trial needed more memory than resources.memory allows ({limit} bytes = "
+        f"{limit / 2**20:.0f} MiB) and its allocation was refused ({detail}); a trial process "
+        "may hold at most resources.memory. Fix: raise resources.memory in the job spec, or "
+        "make the model use less (a smaller batch or model)"
+    )
 
 
 def _load_model_class(path: str, cache: dict[str, Any]) -> Any:
@@ -179,11 +310,14 @@ def run_one(request: dict[str, Any], models: dict[str, Any]) -> dict[str, Any]:
         )
         out["score"], out["metrics"] = _objective(value, request["metric"])
     except (Exception, SystemExit) as exc:  # whatever the user's code raises is recorded
-        out = {
-            "status": "failed",
-            "error": f"{type(exc).__name__}: {exc}",
-            "traceback": traceback.format_exc(),
-        }
+        if _is_out_of_memory(exc):
+            # Drop score's locals (the memory it holds) before formatting anything.
+            traceback.clear_frames(exc.__traceback__)
+            error = _memory_error(exc, request.get("memory_limit"))
+            out = {"status": "out_of_memory", "error": error}
+        else:
+            out = {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
+        out["traceback"] = traceback.format_exc()
     finally:
         set_current_trial(None)
         if request.get("data") is not None:
@@ -214,18 +348,23 @@ def _exit_with_parent() -> None:
     def watch() -> None:
         while os.getppid() == parent:
             time.sleep(1.0)
+        end_descendants()
         os._exit(70)
 
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
-def main(fd: int, code_paths: Sequence[str] = ()) -> None:
+def main(fd: int, code_paths: Sequence[str] = (), *, memory_limit: int | None = None) -> None:
     """Serve requests on the inherited socket ``fd`` until it closes or says ``exit``.
 
     Args:
         fd: the socket to the worker.
         code_paths: the code base's import folders: its names import from them first.
+        memory_limit: bytes of private memory this process may hold (``resources.memory``).
     """
+    _limit_memory(memory_limit)
+    _become_subreaper()
+    signal.signal(signal.SIGTERM, _on_sigterm)
     claim_names(code_paths)
     _exit_with_parent()
     conn = Connection(fd)
@@ -247,8 +386,19 @@ def main(fd: int, code_paths: Sequence[str] = ()) -> None:
                 conn.send({"op": "imported", "error": f"{type(exc).__name__}: {exc}"})
             continue
         _redirect_output(request["log_path"])
-        conn.send(run_one(request, models))
+        out = run_one(request, models)
+        end_descendants()  # before the answer: when the worker hears it, they are gone
+        conn.send(out)
+
+
+def _parse_args(argv: Sequence[str]) -> tuple[int, list[str], int | None]:
+    """``FD [--memory-limit=BYTES] [CODE_PATH ...]``."""
+    rest, limit = list(argv[1:]), None
+    if rest and rest[0].startswith("--memory-limit="):
+        limit = int(rest.pop(0).partition("=")[2])
+    return int(argv[0]), rest, limit
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]), sys.argv[2:])
+    _fd, _paths, _limit = _parse_args(sys.argv[1:])
+    main(_fd, _paths, memory_limit=_limit)

@@ -2,8 +2,12 @@
 
 Starting a fresh interpreter and importing the user's code for every trial would cost about as
 much as a short trial, so each worker keeps warm trial processes, one per concurrent slot, and
-replaces one only when it crashed or was stopped. The function Dask runs is :func:`run_trial`;
-:func:`warm_up` starts and primes the processes before the first trial.
+replaces one only when it crashed, was stopped or ran out of memory. The function Dask runs is
+:func:`run_trial`; :func:`warm_up` starts and primes the processes before the first trial.
+
+A trial process holds itself to the trial's ``memory_limit`` for its whole life, so warm
+processes are kept by code base and limit. Stopping one ends everything it started, children
+in sessions of their own included (see :meth:`WarmProcess.kill`).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from typing import Any
 from ultron.services import keys
 from ultron.settings import settings
 from ultron.worker.checkpoints import restore_for, start_sync
+from ultron.worker.process import descendants
 from ultron.worker.trial import TrialRequest, TrialResult, TrialStatus
 
 __all__ = ["WarmProcess", "run_trial", "shutdown_processes", "warm_up"]
@@ -33,6 +38,7 @@ __all__ = ["WarmProcess", "run_trial", "shutdown_processes", "warm_up"]
 logger = logging.getLogger(__name__)
 
 _START_TIMEOUT_S = 120.0
+_TERM_GRACE_S = 2.0  # a stopped trial process's time to end what it started, then SIGKILL
 
 
 class ProcessDied(Exception):
@@ -44,15 +50,26 @@ class WarmProcess:
 
     ``python -P`` keeps the folder the worker was started from off the trial's ``sys.path``;
     the code base's ``code_paths`` go first on it instead, so the user's module names are
-    the user's (a ``tasks`` or ``algorithms`` package of theirs included).
+    the user's (a ``tasks`` or ``algorithms`` package of theirs included). With
+    ``memory_limit`` (bytes) the process holds itself to that much private memory.
     """
 
-    def __init__(self, python: str, code_paths: Sequence[str] = (), *, log_path: str) -> None:
+    def __init__(
+        self,
+        python: str,
+        code_paths: Sequence[str] = (),
+        *,
+        log_path: str,
+        memory_limit: int | None = None,
+    ) -> None:
         self.python = python
         self.code_paths = tuple(code_paths)
+        self.memory_limit = memory_limit
         parent, child = socket.socketpair()
         os.makedirs(os.path.dirname(log_path), exist_ok=True)
         command = [python, "-P", "-m", "ultron.worker.process", str(child.fileno())]
+        if memory_limit is not None:
+            command.append(f"--memory-limit={int(memory_limit)}")
         with open(log_path, "ab") as log:
             self.proc = subprocess.Popen(
                 [*command, *self.code_paths],
@@ -94,8 +111,21 @@ class WarmProcess:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def kill(self) -> None:
-        """Stop the process and everything it started."""
+    def kill(self, grace: float = _TERM_GRACE_S) -> None:
+        """Stop the process and everything it started, ``setsid`` children included.
+
+        SIGTERM first: the trial process kills every process below it (it adopts orphans, so
+        those in sessions of their own too) and exits. One that does not within ``grace``
+        seconds is SIGKILLed with its group and every process found below it.
+        """
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            for pid, _ in descendants(self.proc.pid):  # found while it still holds them
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
         with contextlib.suppress(Exception):
@@ -111,10 +141,10 @@ def _describe_exit(code: int) -> str:
     return f"trial process exited with code {code}"
 
 
-# Idle warm processes of this worker, by interpreter and code base: a process that imported one
-# code base's modules never serves another's. A thread takes one out while it runs a trial, so
-# a worker with several threads runs several processes.
-_idle: dict[tuple[str, tuple[str, ...]], list[WarmProcess]] = {}
+# Idle warm processes of this worker, by interpreter, code base and memory limit: a process that
+# imported one code base's modules never serves another's, and its limit cannot be lifted. A
+# thread takes one out while it runs a trial, so a worker with several threads runs several.
+_idle: dict[tuple[str, tuple[str, ...], int | None], list[WarmProcess]] = {}
 _lock = threading.Lock()
 
 
@@ -127,21 +157,24 @@ def _interpreter(python: str) -> str:
     return python if os.path.exists(python) else sys.executable
 
 
-def _checkout(python: str, code_paths: Sequence[str], log_path: str) -> WarmProcess:
+def _checkout(
+    python: str, code_paths: Sequence[str], log_path: str, memory_limit: int | None = None
+) -> WarmProcess:
     python = _interpreter(python)
     paths = tuple(path for path in code_paths if os.path.isdir(path))
     with _lock:
-        pool = _idle.setdefault((python, paths), [])
+        pool = _idle.setdefault((python, paths, memory_limit), [])
         while pool:
             process = pool.pop()
             if process.alive():
                 return process
-    return WarmProcess(python, paths, log_path=log_path)
+    return WarmProcess(python, paths, log_path=log_path, memory_limit=memory_limit)
 
 
 def _checkin(process: WarmProcess) -> None:
+    key = (process.python, process.code_paths, process.memory_limit)
     with _lock:
-        _idle.setdefault((process.python, process.code_paths), []).append(process)
+        _idle.setdefault(key, []).append(process)
 
 
 def _worker_name() -> str:
@@ -154,13 +187,21 @@ def _worker_name() -> str:
 
 
 def warm_up(
-    python: str, code_paths: Sequence[str], model: str, log_dir: str, slots: int = 1
+    python: str,
+    code_paths: Sequence[str],
+    model: str,
+    log_dir: str,
+    slots: int = 1,
+    memory_limit: int | None = None,
 ) -> int:
-    """Start ``slots`` trial processes on this worker and import the model in each."""
+    """Start ``slots`` trial processes on this worker and import the model in each.
+
+    ``memory_limit`` must be the trials' (``TrialRequest.memory_limit``) for them to use these.
+    """
     started = []
     for _ in range(slots):
         log_path = os.path.join(log_dir, f"worker-{os.getpid()}.log")
-        process = _checkout(python, code_paths, log_path)
+        process = _checkout(python, code_paths, log_path, memory_limit)
         answer = process.call({"op": "import", "model": model}, timeout=_START_TIMEOUT_S)
         if "error" in answer:
             logger.warning("warm-up import of %s failed: %s", model, answer["error"])
@@ -249,7 +290,7 @@ def run_trial(request_data: dict[str, Any]) -> dict[str, Any]:
     log_dir = os.path.dirname(request.log_path)
     started = time.monotonic()
     log_path = os.path.join(log_dir, f"worker-{os.getpid()}.log")
-    process = _checkout(request.python, request.code_paths, log_path)
+    process = _checkout(request.python, request.code_paths, log_path, request.memory_limit)
     base = {
         "trial_id": request.trial_id,
         "hyperparameters": request.hyperparameters,
@@ -275,12 +316,14 @@ def run_trial(request_data: dict[str, Any]) -> dict[str, Any]:
         process.kill()
         status, extra = TrialStatus.CRASHED, {"error": str(exc)}
     else:
-        if _fresh_processes():
+        status = TrialStatus(answer.pop("status"))
+        extra = answer
+        if status is TrialStatus.OUT_OF_MEMORY:
+            process.kill()  # its heap may stay near the limit: the next trial gets a fresh one
+        elif _fresh_processes():
             process.kill()  # the baseline the benchmark compares against: no warm reuse
         else:
             _checkin(process)
-        status = TrialStatus(answer.pop("status"))
-        extra = answer
     finally:
         if syncer is not None:
             syncer.stop(wait=False)  # the last uploads finish in the background

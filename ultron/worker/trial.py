@@ -23,7 +23,8 @@ class TrialStatus(StrEnum):
     not retried; ``CRASHED`` is the infrastructure's (the trial process or its worker died) and
     is retried; ``TIMEOUT`` means it ran past the spec's ``trial_timeout``; ``CACHED`` means the
     score came from the score cache without training; ``STOPPED`` means early stopping ended it
-    (its score is the value it had then).
+    (its score is the value it had then); ``OUT_OF_MEMORY`` means the trial needed more memory
+    than the spec's ``resources.memory`` allows (the user's to fix, so not retried).
     """
 
     COMPLETED = "completed"
@@ -32,6 +33,7 @@ class TrialStatus(StrEnum):
     FAILED = "failed"
     CRASHED = "crashed"
     TIMEOUT = "timeout"
+    OUT_OF_MEMORY = "out_of_memory"
 
     @property
     def ok(self) -> bool:
@@ -79,6 +81,8 @@ class TrialRequest(_Serial):
     # The code base's import folders, put first on the trial process's path (see
     # ultron.containerize.usercode): the user's modules win over any of the same name.
     code_paths: tuple[str, ...] = ()
+    # The spec's resources.memory in bytes: the operating system holds the trial process to it.
+    memory_limit: int | None = None
 
 
 @dataclass(frozen=True)
