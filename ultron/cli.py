@@ -273,5 +273,8 @@ def serve(name: Annotated[str, typer.Option(help="Deployment name.")] = "hpo-job
     hpo_job.serve(name=name)
 
 
+from ultron.cli_admin import register  # noqa: E402  (ultron limits, ultron jobs)
+
+register(app)
 if __name__ == "__main__":
     app()

@@ -1,0 +1,192 @@
+"""The platform team's commands: ``ultron limits`` shows and sets the compute-unit limits, and
+``ultron jobs`` shows the jobs holding units and those waiting for them.
+
+Every command finds Redis as ``ultron cache clear`` does: ``--redis-url``, else ``REDIS_URL``,
+else the embedded server of this machine (started for the command if none runs). The limits
+live in Redis (:mod:`ultron.services.limiter`): a job reads them when it starts waiting, so a
+change applies to the jobs that start waiting after it; jobs holding units keep them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Annotated, NoReturn
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from ultron.errors import ConfigIssue, UltronError
+
+if TYPE_CHECKING:
+    from ultron.services.limiter import ResourceLimiter
+
+__all__ = ["jobs", "limits_app", "register"]
+
+console = Console()
+err_console = Console(stderr=True, soft_wrap=True)
+
+limits_app = typer.Typer(
+    help="The compute-unit limits: global and per tenant (shown without a command)."
+)
+
+RedisUrl = Annotated[
+    str | None,
+    typer.Option(help="The Redis the jobs share; default REDIS_URL, else the embedded one."),
+]
+TenantOption = Annotated[str | None, typer.Option(help="Only this tenant.")]
+
+
+def register(app: typer.Typer) -> None:
+    """Adds ``ultron limits`` and ``ultron jobs`` to the ``ultron`` command."""
+    app.add_typer(limits_app, name="limits")
+    app.command("jobs")(jobs)
+
+
+def _fail(exc: Exception) -> NoReturn:
+    err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+    raise typer.Exit(code=2)
+
+
+@contextlib.contextmanager
+def _limiter(redis_url: str | None) -> Iterator[ResourceLimiter]:
+    """A limiter of the shared Redis, with the global limit stored there (or the default)."""
+    from ultron.services.limiter import ResourceLimiter, read_max_units
+    from ultron.services.paths import ultron_home
+    from ultron.services.reachability import check_redis
+    from ultron.services.redis_client import connect
+    from ultron.services.redis_share import ensure_embedded_redis
+    from ultron.settings import settings
+
+    url = redis_url or os.environ.get("REDIS_URL")
+    with contextlib.ExitStack() as stack:
+        try:
+            if url:
+                check_redis(url, field="--redis-url" if redis_url else "REDIS_URL")
+            else:
+                url = stack.enter_context(ensure_embedded_redis(ultron_home() / "redis")).url
+            client = connect(url)
+            max_units = read_max_units(client, default=settings().max_units)
+        except UltronError as exc:
+            _fail(exc)
+        yield ResourceLimiter(client, max_units=max_units)
+
+
+def _when(since: float) -> str:
+    stamp = datetime.fromtimestamp(since, UTC).strftime("%Y-%m-%d %H:%M:%S")
+    return f"{stamp} UTC ({max(0.0, time.time() - since):.0f}s ago)"
+
+
+@limits_app.callback(invoke_without_command=True)
+def limits(ctx: typer.Context, redis_url: RedisUrl = None) -> None:
+    """Show the global and per-tenant limits, the units in use and the jobs waiting."""
+    if ctx.invoked_subcommand is None:
+        show(redis_url)
+
+
+@limits_app.command("show")
+def show(redis_url: RedisUrl = None) -> None:
+    """Show the global and per-tenant limits, the units in use and the jobs waiting."""
+    from ultron.services import keys
+    from ultron.services.limiter import tenant_limits
+
+    with _limiter(redis_url) as limiter:
+        try:
+            per_tenant = tenant_limits(limiter.client)
+        except UltronError as exc:
+            _fail(exc)
+        stored = limiter.client.exists(keys.limiter("max_units")) > 0
+        holders, waiters = limiter.holders().values(), limiter.waiters()
+    in_use = sum(h.units for h in holders)
+    origin = "set in Redis" if stored else "the default, ULTRON_MAX_UNITS"
+    console.print(
+        f"global: max_units {limiter.max_units} ({origin}); {in_use} in use; "
+        f"{len(waiters)} job(s) waiting",
+        highlight=False,
+    )
+    table = Table(title="Tenants")
+    for column in ("tenant", "max units", "in use", "holding", "waiting"):
+        table.add_column(column)
+    tenants = set(per_tenant) | {h.tenant for h in holders} | {w.tenant for w in waiters}
+    for tenant in sorted(tenants):
+        mine = [h for h in holders if h.tenant == tenant]
+        table.add_row(
+            escape(tenant),
+            str(per_tenant.get(tenant, "none")),
+            str(sum(h.units for h in mine)),
+            f"{len(mine)} job(s)",
+            f"{sum(w.tenant == tenant for w in waiters)} job(s)",
+        )
+    console.print(table)
+
+
+@limits_app.command("set")
+def set_limit(
+    max_units: Annotated[
+        int | None, typer.Option("--max-units", help="The limit in units (1 or more).")
+    ] = None,
+    tenant: Annotated[
+        str | None, typer.Option(help="Set this tenant's limit instead of the global one.")
+    ] = None,
+    unset: Annotated[
+        bool, typer.Option("--unset", help="Remove the limit (global: back to the default).")
+    ] = False,
+    redis_url: RedisUrl = None,
+) -> None:
+    """Set (or, with --unset, remove) the global limit or a tenant's limit."""
+    from ultron.services.limiter import set_max_units, set_tenant_max_units
+
+    if (max_units is None) == (not unset):
+        rule = "give exactly one of --max-units N and --unset"
+        fix = "e.g. `ultron limits set --tenant team-a --max-units 8`"
+        _fail(UltronError(str(ConfigIssue("--max-units", max_units, rule, fix))))
+    what = f"max_units of tenant {tenant!r}" if tenant is not None else "the global max_units"
+    with _limiter(redis_url) as limiter:
+        try:
+            if tenant is None:
+                set_max_units(limiter.client, max_units)
+            else:
+                set_tenant_max_units(limiter.client, tenant, max_units)
+        except UltronError as exc:
+            _fail(exc)
+    done = "removed" if unset else f"set to {max_units}"
+    console.print(f"{escape(what)} {done}; jobs that start waiting now apply it", highlight=False)
+
+
+def jobs(tenant: TenantOption = None, redis_url: RedisUrl = None) -> None:
+    """Show the jobs holding units and the jobs waiting for them: tenant, units, since when."""
+    with _limiter(redis_url) as limiter:
+        holders, waiters = limiter.holders(), limiter.waiters()
+    table = Table(title="Jobs" if tenant is None else f"Jobs of tenant {escape(tenant)}")
+    for column in ("job", "tenant", "state", "units", "since"):
+        table.add_column(column, overflow="fold")
+    rows = 0
+    for job_id, held in sorted(holders.items(), key=lambda item: item[1].since):
+        if tenant in (None, held.tenant):
+            table.add_row(
+                escape(job_id), escape(held.tenant), "holding", str(held.units), _when(held.since)
+            )
+            rows += 1
+    places: dict[str, int] = {}
+    for waiting in waiters:
+        places[waiting.tenant] = places.get(waiting.tenant, 0) + 1
+        if tenant in (None, waiting.tenant):
+            state = f"waiting (#{places[waiting.tenant]} of its tenant)"
+            table.add_row(
+                escape(waiting.job_id),
+                escape(waiting.tenant),
+                state,
+                str(waiting.units),
+                _when(waiting.since),
+            )
+            rows += 1
+    if rows == 0:
+        whose = "" if tenant is None else f" of tenant {tenant!r}"
+        console.print(f"no job{escape(whose)} holds or waits for units", highlight=False)
+        return
+    console.print(table)
