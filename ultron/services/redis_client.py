@@ -238,7 +238,7 @@ def _sentinel_host(part: str) -> tuple[str, int]:
         )
     number = _integer("sentinel port", port) if port else _SENTINEL_PORT
     if not 0 < number < 65536:
-        raise ValueError(f"the sentinel port of {part!r} must be 1..65535; correct the URL")
+        raise ValueError(f"a Sentinel URL's port must be 1..65535, but {part!r} has {number}")
     return unquote(host), number
 
 

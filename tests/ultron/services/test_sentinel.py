@@ -1,0 +1,319 @@
+"""Redis Sentinel for real: one master, one replica and three sentinels on loopback.
+
+The master is killed with SIGKILL mid-write; clients from ``connect("redis+sentinel://...")``
+ride through the failover, and every write the replica had acknowledged (``WAIT 1``) before
+the kill is still there afterwards. The limiter's Lua scripts and a ``JobStore`` keep working
+across the failover. :class:`SentinelSetup` is also used by ``tests/flows/test_sentinel_job.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from ultron.errors import SpecError
+from ultron.master.job_state import JobState, JobStore
+from ultron.services.limiter import ResourceLimiter
+from ultron.services.reachability import check_redis, mask_url
+from ultron.services.redis_client import connect, connect_once, parse_sentinel_url
+from ultron.services.redis_server import find_redis_server
+from ultron.spec.job import JobSpec
+from ultron.worker.trial import TrialResult, TrialStatus
+
+SERVICE = "mymaster"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _wait_for(what: str, condition: Callable[[], bool], timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            if condition():
+                return
+        except (redis.RedisError, OSError):
+            pass
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the Sentinel setup never reached: {what}")
+        time.sleep(0.1)
+
+
+class SentinelSetup:
+    """A master, a replica (``--replicaof``) and three sentinels, each its own redis-server.
+
+    The sentinels watch the master as ``mymaster`` with quorum 2, call it down after 1 s
+    without an answer and may fail over again after 3 s. Everything binds loopback, on free
+    ports, with its files in ``folder``; ``stop`` kills what is left.
+    """
+
+    def __init__(self, folder: Path, *, binary: str | None = None) -> None:
+        self.folder = folder
+        self.binary = binary or find_redis_server()
+        self.master_port = _free_port()
+        self.replica_port = _free_port()
+        self.sentinel_ports = [_free_port() for _ in range(3)]
+        self.processes: dict[str, subprocess.Popen[bytes]] = {}
+
+    @property
+    def url(self) -> str:
+        """The ``redis+sentinel://`` URL of the setup's master, database 0."""
+        hosts = ",".join(f"127.0.0.1:{port}" for port in self.sentinel_ports)
+        return f"redis+sentinel://{hosts}/{SERVICE}/0"
+
+    def _start(self, name: str, *args: str) -> None:
+        folder = self.folder / name
+        folder.mkdir(parents=True, exist_ok=True)
+        log = (folder / "redis.log").open("wb")
+        self.processes[name] = subprocess.Popen(
+            [self.binary, *args], cwd=folder, stdout=log, stderr=subprocess.STDOUT
+        )
+        log.close()
+
+    def _server(self, name: str, port: int, *extra: str) -> None:
+        self._start(name, "--port", str(port), "--bind", "127.0.0.1", "--dir", ".",
+                    "--save", "", "--appendonly", "no", *extra)  # fmt: skip
+
+    def start(self) -> SentinelSetup:
+        self._server("master", self.master_port)
+        self._server(
+            "replica", self.replica_port, "--replicaof", "127.0.0.1", str(self.master_port)
+        )
+        replica = redis.Redis(port=self.replica_port, socket_timeout=1)
+        _wait_for(
+            "the replica in sync",
+            lambda: replica.info("replication")["master_link_status"] == "up",
+        )
+        replica.close()
+        for index, port in enumerate(self.sentinel_ports):
+            folder = self.folder / f"sentinel-{index}"
+            folder.mkdir(parents=True, exist_ok=True)
+            conf = folder / "sentinel.conf"  # a sentinel rewrites its own configuration
+            conf.write_text(
+                f"port {port}\nbind 127.0.0.1\ndir {folder}\n"
+                f"sentinel monitor {SERVICE} 127.0.0.1 {self.master_port} 2\n"
+                f"sentinel down-after-milliseconds {SERVICE} 1000\n"
+                f"sentinel failover-timeout {SERVICE} 3000\n"
+            )
+            self._start(f"sentinel-{index}", str(conf), "--sentinel")
+        for port in self.sentinel_ports:  # each knows the replica and both other sentinels
+            sentinel = redis.Redis(port=port, socket_timeout=1, decode_responses=True)
+            _wait_for(
+                f"sentinel {port} sees the replica and its peers",
+                lambda s=sentinel: (
+                    int(s.sentinel_master(SERVICE)["num-slaves"]) == 1
+                    and int(s.sentinel_master(SERVICE)["num-other-sentinels"]) == 2
+                ),
+            )
+            sentinel.close()
+        return self
+
+    def master_address(self) -> tuple[str, int]:
+        """The master the sentinels name now."""
+        sentinel = redis.Redis(port=self.sentinel_ports[0], socket_timeout=1)
+        try:
+            host, port = sentinel.sentinel_get_master_addr_by_name(SERVICE)
+            return str(host.decode() if isinstance(host, bytes) else host), int(port)
+        finally:
+            sentinel.close()
+
+    def kill_master(self) -> None:
+        """SIGKILLs the master: no shutdown, no last write."""
+        proc = self.processes["master"]
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+
+    def wait_for_failover(self, timeout_s: float = 60.0) -> None:
+        """Until every sentinel names the replica as master."""
+
+        def promoted() -> bool:
+            for port in self.sentinel_ports:
+                sentinel = redis.Redis(port=port, socket_timeout=1)
+                try:
+                    _, master = sentinel.sentinel_get_master_addr_by_name(SERVICE)
+                finally:
+                    sentinel.close()
+                if int(master) != self.replica_port:
+                    return False
+            return True
+
+        _wait_for("the replica promoted", promoted, timeout_s)
+
+    def stop(self) -> None:
+        for proc in self.processes.values():
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(10)
+
+
+@pytest.fixture
+def sentinel_setup(tmp_path: Path) -> Iterator[SentinelSetup]:
+    setup = SentinelSetup(tmp_path / "sentinel")
+    try:
+        yield setup.start()
+    finally:
+        setup.stop()
+
+
+def _acknowledged(client: redis.Redis) -> bool:
+    """Whether the replica has acknowledged every write so far (``WAIT 1 1000``)."""
+    return int(client.execute_command("WAIT", 1, 1000)) >= 1
+
+
+def test_writes_ride_through_a_failover_and_nothing_acknowledged_is_lost(
+    sentinel_setup: SentinelSetup,
+) -> None:
+    client = connect(sentinel_setup.url, decode_responses=True)
+    before = client.connection_pool.get_master_address()  # type: ignore[attr-defined]
+    assert int(before[1]) == sentinel_setup.master_port
+    acknowledged: dict[str, str] = {}
+    written: dict[str, str] = {}
+    try:
+        for index in range(120):
+            if index == 40:
+                sentinel_setup.kill_master()
+            key, value = f"failover:{index}", uuid.uuid4().hex
+            client.set(key, value)  # rides through the failover: retried, never raised
+            written[key] = value
+            # The replica acknowledges until the kill; the promoted one has no replica left.
+            if index < 40 and _acknowledged(client):
+                acknowledged[key] = value
+        after = client.connection_pool.get_master_address()  # type: ignore[attr-defined]
+        assert int(after[1]) == sentinel_setup.replica_port
+        assert len(acknowledged) >= 20  # of the 40 before the kill: WAIT gives up after 1 s
+        assert {key: client.get(key) for key in acknowledged} == acknowledged
+        after_kill = {k: v for k, v in written.items() if int(k.split(":")[1]) >= 40}
+        assert {key: client.get(key) for key in after_kill} == after_kill
+    finally:
+        client.close()
+
+
+def test_the_limiter_and_the_job_store_keep_their_state_across_a_failover(
+    sentinel_setup: SentinelSetup,
+) -> None:
+    client = connect(sentinel_setup.url)
+    namespace = f"sentinel-{uuid.uuid4().hex[:8]}"
+    job_id = f"job-{uuid.uuid4().hex[:8]}"
+    try:
+        limiter = ResourceLimiter(client, max_units=4, namespace=namespace)
+        lease = limiter.acquire(job_id, 3, ttl_s=300)
+        assert lease is not None
+        store = JobStore(client, job_id, namespace=namespace)
+        first = _trial(0)
+        store.save(JobState(job_id, trials=[first], algorithm={"seed": 1}, next_trial=1), [first])
+        assert _acknowledged(client)
+
+        sentinel_setup.kill_master()
+        second = _trial(1)  # saved while the master is down: retried until the replica rules
+        state = JobState(job_id, trials=[first, second], algorithm={"seed": 2}, next_trial=2)
+        store.save(state, [second])
+        sentinel_setup.wait_for_failover()
+
+        loaded = JobStore(connect(sentinel_setup.url), job_id, namespace=namespace).load()
+        assert loaded is not None
+        assert [t.trial_id for t in loaded.trials] == ["0000", "0001"]
+        assert loaded.algorithm == {"seed": 2} and loaded.next_trial == 2
+        # The scripts are not on the new master: redis-py loads them again (NOSCRIPT).
+        holders = limiter.holders()
+        assert set(holders) == {job_id} and holders[job_id].lease_id == lease.lease_id
+        assert limiter.acquire("another-job", 2) is None  # the 3 units still count
+        assert limiter.release(lease) and limiter.in_use() == 0
+    finally:
+        client.close()
+
+
+def _trial(number: int) -> TrialResult:
+    return TrialResult(f"{number:04d}", {"x": number}, TrialStatus.COMPLETED, score=float(number))
+
+
+def test_check_redis_asks_the_sentinels(sentinel_setup: SentinelSetup) -> None:
+    check_redis(sentinel_setup.url, field="redis_url")
+    probe = connect_once(sentinel_setup.url, timeout_s=2.0)
+    try:
+        assert probe.ping()
+    finally:
+        probe.close()
+    wrong = sentinel_setup.url.replace(f"/{SERVICE}/", "/nosuchmaster/")
+    with pytest.raises(SpecError) as raised:
+        check_redis(wrong, field="redis_url", timeout_s=3.0)
+    assert "monitors no master named 'nosuchmaster'" in str(raised.value)
+    assert "mymaster" in str(raised.value)  # what the sentinels do know
+
+
+def test_check_redis_names_sentinels_that_do_not_answer() -> None:
+    ports = [_free_port() for _ in range(2)]
+    url = f"redis+sentinel://:pw-s3cret@127.0.0.1:{ports[0]},127.0.0.1:{ports[1]}/{SERVICE}"
+    started = time.monotonic()
+    with pytest.raises(SpecError) as raised:
+        check_redis(url + "?sentinel_password=other-s3cret", field="REDIS_URL", timeout_s=3.0)
+    assert time.monotonic() - started < 10.0
+    message = str(raised.value)
+    assert all(f"127.0.0.1:{port}" in message for port in ports), message
+    assert "refused" in message and "redis+sentinel://" in message
+    assert "s3cret" not in message
+
+
+def test_check_redis_names_a_plain_redis_that_is_no_sentinel(redis_url: str) -> None:
+    port = redis_url.rsplit(":", 1)[1].split("/")[0]
+    with pytest.raises(SpecError) as raised:
+        check_redis(f"redis+sentinel://127.0.0.1:{port}/{SERVICE}", field="redis_url")
+    assert "is not a sentinel" in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("url", "named"),
+    [
+        ("redis+sentinel://127.0.0.1:26379", "/service_name"),
+        ("redis+sentinel://127.0.0.1:26379/a/b/c", "/service_name"),
+        ("redis+sentinel://127.0.0.1:x/mymaster", "sentinel port"),
+        ("redis+sentinel://127.0.0.1:70000/mymaster", "1..65535"),
+        ("redis+sentinel://,127.0.0.1/mymaster", "empty host"),
+        ("redis+sentinel://127.0.0.1/mymaster/zero", "db"),
+        ("redis+sentinel://127.0.0.1/mymaster?color=red", "'color'"),
+        ("redis+sentinel://127.0.0.1/mymaster?socket_timeout=soon", "socket_timeout"),
+    ],
+)
+def test_unreadable_sentinel_urls_are_named(url: str, named: str) -> None:
+    with pytest.raises(ValueError, match="Sentinel URL") as raised:
+        parse_sentinel_url(url)
+    assert named in str(raised.value)
+    with pytest.raises(SpecError, match="cannot be read"):
+        check_redis(url, field="redis_url", timeout_s=1.0)
+
+
+def test_a_sentinel_url_is_read_whole() -> None:
+    address = parse_sentinel_url(
+        "rediss+sentinel://alice:p%40ss@h1:5000,[::1]:5001,h3/svc/3"
+        "?sentinel_password=sp&socket_timeout=2.5&ssl_ca_certs=/ca.pem"
+    )
+    assert address.sentinels == (("h1", 5000), ("::1", 5001), ("h3", 26379))
+    assert address.service_name == "svc"
+    assert address.master_options == {
+        "username": "alice", "password": "p@ss", "db": 3, "socket_timeout": 2.5,
+        "ssl_ca_certs": "/ca.pem", "ssl": True,
+    }  # fmt: skip
+    assert address.sentinel_options == {"password": "sp", "ssl": True, "ssl_ca_certs": "/ca.pem"}
+    assert mask_url("redis+sentinel://:pw@h1,h2/svc?sentinel_password=sp") == (
+        "redis+sentinel://:****@h1,h2/svc?sentinel_password=****"
+    )
+
+
+def test_the_job_spec_takes_a_sentinel_url() -> None:
+    spec = JobSpec.model_validate(
+        {"code": ".", "model": "m:M", "search_space": {"x": [1]},
+         "redis_url": "redis+sentinel://h1:26379,h2:26379/mymaster/0"},
+        context={"check_paths": False},
+    )  # fmt: skip
+    assert spec.redis_url == "redis+sentinel://h1:26379,h2:26379/mymaster/0"
