@@ -41,11 +41,13 @@ __all__ = [
     "MASK",
     "RedactingFilter",
     "add_secrets",
+    "conceal",
     "env_secrets",
     "install_redaction",
     "known_secrets",
     "redact",
     "redacted_spec",
+    "reveal",
     "trial_environ",
     "url_password",
 ]
@@ -176,6 +178,53 @@ def redacted_spec(spec: JobSpec | Mapping[str, Any]) -> dict[str, Any]:
     data = spec.model_dump(mode="json") if hasattr(spec, "model_dump") else dict(spec)
     redacted: dict[str, Any] = _redact_value(data)
     return redacted
+
+
+_concealed: dict[str, set[str]] = {}  # a masked URL -> the URLs conceal() masked to it
+
+
+def conceal(spec: JobSpec | Mapping[str, Any]) -> dict[str, Any]:
+    """:func:`redacted_spec`, remembering in this process what each masked URL was.
+
+    For a spec handed to something that stores it (a Prefect flow's parameters): the flow,
+    run in this process, gets the URLs back with :func:`reveal`.
+
+    Example:
+        >>> hidden = conceal({"redis_url": "redis://:pw-4567@h:6379/0"})
+        >>> hidden, reveal(hidden)
+        ({'redis_url': 'redis://:****@h:6379/0'}, {'redis_url': 'redis://:pw-4567@h:6379/0'})
+    """
+    data = spec.model_dump(mode="json") if hasattr(spec, "model_dump") else dict(spec)
+    urls = list(_spec_urls(data))
+    add_secrets(set().union(*map(_passwords, urls)))  # masked in logs from now on
+    with _lock:
+        for url in urls:
+            masked = _redact_value(url)
+            if masked != url:
+                _concealed.setdefault(masked, set()).add(url)
+    return redacted_spec(data)
+
+
+def reveal(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """The spec with each URL that :func:`conceal` masked in this process put back.
+
+    A masked URL that this process did not conceal, or that stood for two URLs (same host,
+    two passwords), stays masked: the job then fails to log in, and says where.
+    """
+
+    def back(value: Any) -> Any:
+        if isinstance(value, str):
+            with _lock:
+                found = _concealed.get(value, set())
+            return next(iter(found)) if len(found) == 1 else value
+        if isinstance(value, Mapping):
+            return {key: back(item) for key, item in value.items()}
+        if isinstance(value, list | tuple):
+            return [back(item) for item in value]
+        return value
+
+    revealed: dict[str, Any] = back(dict(spec))
+    return revealed
 
 
 class RedactingFilter(logging.Filter):

@@ -15,11 +15,13 @@ from ultron.services.secrets import (
     MASK,
     RedactingFilter,
     add_secrets,
+    conceal,
     env_secrets,
     install_redaction,
     known_secrets,
     redact,
     redacted_spec,
+    reveal,
     trial_environ,
 )
 from ultron.spec.job import JobSpec
@@ -138,3 +140,15 @@ def test_trial_environ_leaves_out_secrets_it_does_not_need() -> None:
         "AWS_ACCESS_KEY_ID": "AKIA",
         "AWS_SECRET_ACCESS_KEY": STORE_SECRET,
     }
+
+
+def test_conceal_and_reveal_round_trip_in_this_process() -> None:
+    password = "conceal-" + uuid.uuid4().hex[:8]
+    url = f"redis://:{password}@conceal.example:6379/0"
+    spec = {"redis_url": url, "storage": "s3://bucket/x", "space": {"x": [1]}}
+    hidden = conceal(spec)
+    assert password not in json.dumps(hidden) and hidden["storage"] == "s3://bucket/x"
+    assert reveal(hidden) == spec
+    assert password in known_secrets()  # and logs mask it from now on
+    conceal({"redis_url": url.replace(password, "another-pw")})  # same masked URL, two URLs
+    assert reveal(hidden)["redis_url"] == hidden["redis_url"]  # left masked: fails to log in
