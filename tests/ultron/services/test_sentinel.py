@@ -16,6 +16,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -56,12 +57,20 @@ class SentinelSetup:
 
     The sentinels watch the master as ``mymaster`` with quorum 2, call it down after 1 s
     without an answer and may fail over again after 3 s. Everything binds loopback, on free
-    ports, with its files in ``folder``; ``stop`` kills what is left.
+    ports, with its files in ``folder``; ``stop`` kills what is left. With ``passwords``
+    (the data nodes', the sentinels') every server asks for one.
     """
 
-    def __init__(self, folder: Path, *, binary: str | None = None) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        *,
+        binary: str | None = None,
+        passwords: tuple[str, str] | None = None,
+    ) -> None:
         self.folder = folder
         self.binary = binary or find_redis_server()
+        self.password, self.sentinel_password = passwords or (None, None)
         self.master_port = _free_port()
         self.replica_port = _free_port()
         self.sentinel_ports = [_free_port() for _ in range(3)]
@@ -71,7 +80,14 @@ class SentinelSetup:
     def url(self) -> str:
         """The ``redis+sentinel://`` URL of the setup's master, database 0."""
         hosts = ",".join(f"127.0.0.1:{port}" for port in self.sentinel_ports)
-        return f"redis+sentinel://{hosts}/{SERVICE}/0"
+        auth = f":{self.password}@" if self.password else ""
+        query = f"?sentinel_password={self.sentinel_password}" if self.sentinel_password else ""
+        return f"redis+sentinel://{auth}{hosts}/{SERVICE}/0{query}"
+
+    def _client(self, port: int, **options: Any) -> redis.Redis:
+        sentinel = port in self.sentinel_ports
+        password = self.sentinel_password if sentinel else self.password
+        return redis.Redis(port=port, password=password, socket_timeout=1, **options)
 
     def _start(self, name: str, *args: str) -> None:
         folder = self.folder / name
@@ -83,15 +99,18 @@ class SentinelSetup:
         log.close()
 
     def _server(self, name: str, port: int, *extra: str) -> None:
+        auth = (
+            ["--requirepass", self.password, "--masterauth", self.password] if self.password else []
+        )
         self._start(name, "--port", str(port), "--bind", "127.0.0.1", "--dir", ".",
-                    "--save", "", "--appendonly", "no", *extra)  # fmt: skip
+                    "--save", "", "--appendonly", "no", *auth, *extra)  # fmt: skip
 
     def start(self) -> SentinelSetup:
         self._server("master", self.master_port)
         self._server(
             "replica", self.replica_port, "--replicaof", "127.0.0.1", str(self.master_port)
         )
-        replica = redis.Redis(port=self.replica_port, socket_timeout=1)
+        replica = self._client(self.replica_port)
         _wait_for(
             "the replica in sync",
             lambda: replica.info("replication")["master_link_status"] == "up",
@@ -106,10 +125,12 @@ class SentinelSetup:
                 f"sentinel monitor {SERVICE} 127.0.0.1 {self.master_port} 2\n"
                 f"sentinel down-after-milliseconds {SERVICE} 1000\n"
                 f"sentinel failover-timeout {SERVICE} 3000\n"
+                + (f"sentinel auth-pass {SERVICE} {self.password}\n" if self.password else "")
+                + (f"requirepass {self.sentinel_password}\n" if self.sentinel_password else "")
             )
             self._start(f"sentinel-{index}", str(conf), "--sentinel")
         for port in self.sentinel_ports:  # each knows the replica and both other sentinels
-            sentinel = redis.Redis(port=port, socket_timeout=1, decode_responses=True)
+            sentinel = self._client(port, decode_responses=True)
             _wait_for(
                 f"sentinel {port} sees the replica and its peers",
                 lambda s=sentinel: (
@@ -122,7 +143,7 @@ class SentinelSetup:
 
     def master_address(self) -> tuple[str, int]:
         """The master the sentinels name now."""
-        sentinel = redis.Redis(port=self.sentinel_ports[0], socket_timeout=1)
+        sentinel = self._client(self.sentinel_ports[0])
         try:
             host, port = sentinel.sentinel_get_master_addr_by_name(SERVICE)
             return str(host.decode() if isinstance(host, bytes) else host), int(port)
@@ -140,7 +161,7 @@ class SentinelSetup:
 
         def promoted() -> bool:
             for port in self.sentinel_ports:
-                sentinel = redis.Redis(port=port, socket_timeout=1)
+                sentinel = self._client(port)
                 try:
                     _, master = sentinel.sentinel_get_master_addr_by_name(SERVICE)
                 finally:
@@ -158,9 +179,11 @@ class SentinelSetup:
             proc.wait(10)
 
 
-@pytest.fixture
-def sentinel_setup(tmp_path: Path) -> Iterator[SentinelSetup]:
-    setup = SentinelSetup(tmp_path / "sentinel")
+@pytest.fixture(params=["open", "passwords"])
+def sentinel_setup(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[SentinelSetup]:
+    """The setup without passwords, then with a password on every server."""
+    passwords = ("data-pw", "sentinel-pw") if request.param == "passwords" else None
+    setup = SentinelSetup(tmp_path / "sentinel", passwords=passwords)
     try:
         yield setup.start()
     finally:
@@ -250,6 +273,18 @@ def test_check_redis_asks_the_sentinels(sentinel_setup: SentinelSetup) -> None:
         check_redis(wrong, field="redis_url", timeout_s=3.0)
     assert "monitors no master named 'nosuchmaster'" in str(raised.value)
     assert "mymaster" in str(raised.value)  # what the sentinels do know
+    if sentinel_setup.password is None:
+        return
+    url = sentinel_setup.url
+    for bad, said in [
+        (url.replace("sentinel_password=sentinel-pw", "sentinel_password=wrong-pw"), "sentinel"),
+        (url.replace(":data-pw@", ":wrong-pw@"), "the master of 'mymaster'"),
+    ]:
+        with pytest.raises(SpecError) as raised:
+            check_redis(bad, field="redis_url", timeout_s=3.0)
+        message = str(raised.value)
+        assert "refused the credentials" in message and said in message, message
+        assert "wrong-pw" not in message and "-pw" not in message, message
 
 
 def test_check_redis_names_sentinels_that_do_not_answer() -> None:
