@@ -51,6 +51,8 @@ class UltronSettings(BaseSettings):
 
     Attributes:
         home: the local folder for trial environments, the embedded Redis and scratch.
+        archive_max_bytes: the most bytes a code base archive may unpack to.
+        archive_max_members: the most members (files, folders, links) a code base archive holds.
         cancel_grace: seconds running trials get to stop after a cancellation.
         dask_address: a running Dask scheduler to send trials to; None starts a local cluster.
         data_service: the data service of a trial process, as JSON.
@@ -73,6 +75,21 @@ class UltronSettings(BaseSettings):
         description="Trial environments, the embedded Redis's data, scratch (checkpoints, logs).",
         rule="it must be a folder",
         example="~/.cache/ultron",
+    )
+    archive_max_bytes: int = _field(
+        2 * 2**30,
+        ge=1,
+        description="The most bytes a code base archive may unpack to; a larger one is refused "
+        "before anything is extracted.",
+        rule="it must be a whole number of bytes, at least 1",
+        example="2147483648",
+    )
+    archive_max_members: int = _field(
+        100_000,
+        ge=1,
+        description="The most members (files, folders, links) a code base archive may hold.",
+        rule="it must be a whole number of at least 1",
+        example="100000",
     )
     cancel_grace: float = _field(
         5.0,

@@ -12,33 +12,51 @@ before it are written, by resolving paths on disk (its ``realpath`` checks had b
 CPython gh-135034 and gh-149486), and it extracts an absolute name below the destination and
 lets a ``..`` that stays inside pass. These checks read the archive alone, refuse the whole
 archive before a byte is written, and name the member and the rule.
+
+Size limits: an archive may unpack to at most ``ULTRON_ARCHIVE_MAX_BYTES`` bytes and hold at
+most ``ULTRON_ARCHIVE_MAX_MEMBERS`` members. The headers are read one by one and the archive is
+refused at the first header past a limit, before anything is extracted (a compression bomb is
+never inflated in full); the same limits are counted again while extracting, from the files on
+disk, and what was extracted is removed when they are passed.
 """
 
 from __future__ import annotations
 
+import shutil
 import tarfile
 from pathlib import Path
 
 from ultron.errors import CodeBaseError
+from ultron.settings import settings
 
 __all__ = ["safe_extract"]
 
 _MAX_LINK_HOPS = 40
 
 
-def safe_extract(archive: str | Path, dest: str | Path) -> None:
+def safe_extract(
+    archive: str | Path,
+    dest: str | Path,
+    *,
+    max_bytes: int | None = None,
+    max_members: int | None = None,
+) -> None:
     """Extract a code base archive into ``dest``, after checking every member.
 
     Nothing is extracted when any member has an absolute path or a ``..`` component, lies
     under a symlink of the archive, is a symlink or hardlink whose target resolves outside
-    ``dest`` (following the archive's own symlinks), or is a device, fifo or other special file.
+    ``dest`` (following the archive's own symlinks), or is a device, fifo or other special file,
+    or when the archive holds more than ``max_members`` members or unpacks to more than
+    ``max_bytes`` bytes.
 
     Args:
         archive: a tar archive, compressed or not.
         dest: an empty or missing folder; it is created.
+        max_bytes: the most bytes it may unpack to (default ``ULTRON_ARCHIVE_MAX_BYTES``).
+        max_members: the most members it may hold (default ``ULTRON_ARCHIVE_MAX_MEMBERS``).
 
     Raises:
-        CodeBaseError: the archive is unreadable or unsafe, or ``dest`` is not empty.
+        CodeBaseError: the archive is unreadable, unsafe or too large, or ``dest`` is not empty.
     """
     archive, dest = Path(archive), Path(dest)
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
@@ -46,21 +64,96 @@ def safe_extract(archive: str | Path, dest: str | Path) -> None:
             f"dest is {str(dest)!r}, which is not an empty folder; the archive must be "
             "extracted into a new or empty folder. Fix: pass a folder that does not exist yet"
         )
+    if max_bytes is None or max_members is None:
+        current = settings()
+        max_bytes = current.archive_max_bytes if max_bytes is None else max_bytes
+        max_members = current.archive_max_members if max_members is None else max_members
+    limits = _Limits(archive, dest, max_bytes=max_bytes, max_members=max_members)
+    existed = dest.exists()
     try:
         with tarfile.open(archive, "r:*") as tar:
-            members = tar.getmembers()
+            members = limits.read_headers(tar)
             _check_members(archive, members)
             dest.mkdir(parents=True, exist_ok=True)
-            if hasattr(tarfile, "data_filter"):  # Python 3.11.4+: a second line of defence
-                tar.extractall(dest, filter="data")
-            else:  # pragma: no cover - only before Python 3.11.4
-                tar.extractall(dest)
+            try:
+                tar.extractall(dest, filter=limits.extracting)
+                limits.extracting(None, str(dest))
+            except CodeBaseError:
+                _empty(dest, remove=not existed)
+                raise
     except (tarfile.TarError, OSError, EOFError) as exc:
         raise CodeBaseError(
             f"code base archive {str(archive)!r} cannot be extracted ({exc}); it must be a "
             "readable tar archive. Fix: rebuild it with `tar -czf code.tar.gz -C <parent> "
             "<project folder>`"
         ) from exc
+
+
+class _Limits:
+    """Counts members and bytes against the limits: from the headers, then from the disk."""
+
+    def __init__(self, archive: Path, dest: Path, *, max_bytes: int, max_members: int) -> None:
+        self.archive, self.dest = archive, dest
+        self.max_bytes, self.max_members = max_bytes, max_members
+        self.count, self.written = 0, 0
+        self.last: tarfile.TarInfo | None = None
+
+    def read_headers(self, tar: tarfile.TarFile) -> list[tarfile.TarInfo]:
+        """Every member, refused at the first header past a limit (nothing is extracted)."""
+        count, total = 0, 0
+        while (member := tar.next()) is not None:
+            count += 1
+            total += member.size if member.isreg() else 0
+            self._check(count, total, member.name, "its headers say")
+        return tar.getmembers()
+
+    def extracting(self, member: tarfile.TarInfo | None, path: str) -> tarfile.TarInfo | None:
+        """tarfile's ``data`` filter, counting what the members before this one wrote."""
+        if self.last is not None:  # its file is on disk now: count what it really holds
+            with_file = self.dest / self.last.name
+            if not with_file.is_symlink() and with_file.is_file():
+                self.written += with_file.stat().st_size
+            self.last = None
+        if member is None:  # the end: count the last file
+            self._check(self.count, self.written, "(the last member)", "extracting wrote")
+            return None
+        self.count += 1
+        self._check(self.count, self.written, member.name, "extracting wrote")
+        self.last = member if member.isreg() else None
+        if hasattr(tarfile, "data_filter"):  # Python 3.11.4+: a second line of defence
+            return tarfile.data_filter(member, path)
+        return member  # pragma: no cover - only before Python 3.11.4
+
+    def _check(self, count: int, total: int, name: str, how: str) -> None:
+        if count > self.max_members:
+            raise CodeBaseError(
+                f"code base archive {str(self.archive)!r} holds more than "
+                f"ULTRON_ARCHIVE_MAX_MEMBERS={self.max_members} members (member {count} is "
+                f"{name!r}); an archive may hold at most that many, and nothing of it was kept. "
+                "Fix: leave generated files (.git, virtual environments, node_modules, data) "
+                "out of the code base, or raise ULTRON_ARCHIVE_MAX_MEMBERS"
+            )
+        if total > self.max_bytes:
+            raise CodeBaseError(
+                f"code base archive {str(self.archive)!r} unpacks to more than "
+                f"ULTRON_ARCHIVE_MAX_BYTES={self.max_bytes} bytes ({how} {total} bytes by "
+                f"member {name!r}); an archive may unpack to at most that much, and nothing "
+                "of it was kept. Fix: leave data, checkpoints and build outputs out of the code "
+                "base (read data through the data service or storage), or raise "
+                "ULTRON_ARCHIVE_MAX_BYTES"
+            )
+
+
+def _empty(dest: Path, *, remove: bool) -> None:
+    """Remove what extracting wrote into ``dest`` (and ``dest`` when this module made it)."""
+    if remove:
+        shutil.rmtree(dest, ignore_errors=True)
+        return
+    for child in dest.iterdir():
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child, ignore_errors=True)
+        else:
+            child.unlink(missing_ok=True)
 
 
 def _check_members(archive: Path, members: list[tarfile.TarInfo]) -> None:
