@@ -23,6 +23,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from typing import Any
@@ -39,6 +40,9 @@ logger = logging.getLogger(__name__)
 
 _START_TIMEOUT_S = 120.0
 _TERM_GRACE_S = 2.0  # a stopped trial process's time to end what it started, then SIGKILL
+# Inherited by everything a trial process starts: finds its processes after it died (an orphan
+# of a dead process belongs to init). Not ULTRON_*: it is no setting.
+_MARK = "_ULTRON_TRIAL_PROCESS"
 
 
 class ProcessDied(Exception):
@@ -70,9 +74,11 @@ class WarmProcess:
         command = [python, "-P", "-m", "ultron.worker.process", str(child.fileno())]
         if memory_limit is not None:
             command.append(f"--memory-limit={int(memory_limit)}")
+        self.mark = uuid.uuid4().hex
         with open(log_path, "ab") as log:
             self.proc = subprocess.Popen(
                 [*command, *self.code_paths],
+                env={**os.environ, _MARK: self.mark},
                 pass_fds=[child.fileno()],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
@@ -116,7 +122,9 @@ class WarmProcess:
 
         SIGTERM first: the trial process kills every process below it (it adopts orphans, so
         those in sessions of their own too) and exits. One that does not within ``grace``
-        seconds is SIGKILLed with its group and every process found below it.
+        seconds is SIGKILLed with its group and every process found below it. Last, what is
+        left of a trial process that died on its own (its orphans went to init) is found by
+        the mark in its environment.
         """
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGTERM)
@@ -130,7 +138,26 @@ class WarmProcess:
             os.killpg(self.proc.pid, signal.SIGKILL)
         with contextlib.suppress(Exception):
             self.proc.wait(timeout=10)
+        _kill_marked(self.mark)
         self.conn.close()
+
+
+def _kill_marked(mark: str) -> None:
+    """SIGKILL every process whose environment carries ``mark`` (Linux ``/proc``)."""
+    needle = f"{_MARK}={mark}".encode()
+    try:
+        entries = [entry for entry in os.listdir("/proc") if entry.isdigit()]
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as environ:
+                marked = needle in environ.read().split(b"\0")
+        except OSError:
+            continue
+        if marked:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(int(entry), signal.SIGKILL)
 
 
 def _describe_exit(code: int) -> str:

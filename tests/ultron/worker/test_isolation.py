@@ -58,6 +58,8 @@ class Spawner:
         pids = [child.pid, int(double.stdout.split()[0])]
         with open(os.path.join(checkpoint_path, "pids"), "w") as out:
             out.write(" ".join(map(str, pids)))
+        if hp.get("die"):
+            os.kill(os.getpid(), signal.SIGKILL)
         time.sleep(float(hp.get("sleep", 0)))
         return {"loss": 0.0, "pid": os.getpid()}
 """
@@ -175,6 +177,15 @@ def test_a_stopped_trial_takes_its_own_session_children_along(
     request = _request(tmp_path, code_base, redis_url, "Spawner", hp, timeout=3.0)
     result = run_trial(request)
     assert result["status"] == TrialStatus.TIMEOUT
+    assert _gone(_pids(request), within=2.0)
+
+
+def test_a_crashed_trial_process_takes_its_own_session_children_along(
+    tmp_path: Path, code_base: Path, redis_url: str
+) -> None:
+    request = _request(tmp_path, code_base, redis_url, "Spawner", {"die": True})
+    result = run_trial(request)
+    assert result["status"] == TrialStatus.CRASHED
     assert _gone(_pids(request), within=2.0)
 
 
