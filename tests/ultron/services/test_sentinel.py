@@ -8,15 +8,19 @@ across the failover. :class:`SentinelSetup` is also used by ``tests/flows/test_s
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 import redis
@@ -58,7 +62,9 @@ class SentinelSetup:
     The sentinels watch the master as ``mymaster`` with quorum 2, call it down after 1 s
     without an answer and may fail over again after 3 s. Everything binds loopback, on free
     ports, with its files in ``folder``; ``stop`` kills what is left. With ``passwords``
-    (the data nodes', the sentinels') every server asks for one.
+    (the data nodes', the sentinels') every server asks for one; with ``tls`` (the CA, the
+    server certificate and its key) every server, sentinels included, speaks TLS only, and
+    replication and the sentinels' own connections go over TLS too.
     """
 
     def __init__(
@@ -67,8 +73,10 @@ class SentinelSetup:
         *,
         binary: str | None = None,
         passwords: tuple[str, str] | None = None,
+        tls: tuple[Path, Path, Path] | None = None,
     ) -> None:
         self.folder = folder
+        self.tls = tls
         self.binary = binary or find_redis_server()
         self.password, self.sentinel_password = passwords or (None, None)
         self.master_port = _free_port()
@@ -81,12 +89,24 @@ class SentinelSetup:
         """The ``redis+sentinel://`` URL of the setup's master, database 0."""
         hosts = ",".join(f"127.0.0.1:{port}" for port in self.sentinel_ports)
         auth = f":{self.password}@" if self.password else ""
-        query = f"?sentinel_password={self.sentinel_password}" if self.sentinel_password else ""
-        return f"redis+sentinel://{auth}{hosts}/{SERVICE}/0{query}"
+        query = {"sentinel_password": self.sentinel_password} if self.sentinel_password else {}
+        if self.tls:
+            query |= {"ssl_cert_reqs": "required", "ssl_ca_certs": str(self.tls[0])}
+        scheme = "rediss+sentinel" if self.tls else "redis+sentinel"
+        return f"{scheme}://{auth}{hosts}/{SERVICE}/0" + (f"?{urlencode(query)}" if query else "")
+
+    def _tls_settings(self) -> list[tuple[str, str]]:
+        if self.tls is None:
+            return []
+        ca, cert, key = map(str, self.tls)
+        return [("tls-cert-file", cert), ("tls-key-file", key), ("tls-ca-cert-file", ca),
+                ("tls-auth-clients", "no"), ("tls-replication", "yes")]  # fmt: skip
 
     def _client(self, port: int, **options: Any) -> redis.Redis:
         sentinel = port in self.sentinel_ports
         password = self.sentinel_password if sentinel else self.password
+        if self.tls is not None:
+            options |= {"ssl": True, "ssl_ca_certs": str(self.tls[0])}
         return redis.Redis(port=port, password=password, socket_timeout=1, **options)
 
     def _start(self, name: str, *args: str) -> None:
@@ -102,8 +122,10 @@ class SentinelSetup:
         auth = (
             ["--requirepass", self.password, "--masterauth", self.password] if self.password else []
         )
-        self._start(name, "--port", str(port), "--bind", "127.0.0.1", "--dir", ".",
-                    "--save", "", "--appendonly", "no", *auth, *extra)  # fmt: skip
+        ports = ["--port", "0", "--tls-port", str(port)] if self.tls else ["--port", str(port)]
+        tls = [arg for name, value in self._tls_settings() for arg in (f"--{name}", value)]
+        self._start(name, *ports, "--bind", "127.0.0.1", "--dir", ".", "--save", "",
+                    "--appendonly", "no", *auth, *tls, *extra)  # fmt: skip
 
     def start(self) -> SentinelSetup:
         self._server("master", self.master_port)
@@ -120,9 +142,11 @@ class SentinelSetup:
             folder = self.folder / f"sentinel-{index}"
             folder.mkdir(parents=True, exist_ok=True)
             conf = folder / "sentinel.conf"  # a sentinel rewrites its own configuration
+            ports = f"port 0\ntls-port {port}\n" if self.tls else f"port {port}\n"
             conf.write_text(
-                f"port {port}\nbind 127.0.0.1\ndir {folder}\n"
-                f"sentinel monitor {SERVICE} 127.0.0.1 {self.master_port} 2\n"
+                f"{ports}bind 127.0.0.1\ndir {folder}\n"
+                + "".join(f"{name} {value}\n" for name, value in self._tls_settings())
+                + f"sentinel monitor {SERVICE} 127.0.0.1 {self.master_port} 2\n"
                 f"sentinel down-after-milliseconds {SERVICE} 1000\n"
                 f"sentinel failover-timeout {SERVICE} 3000\n"
                 + (f"sentinel auth-pass {SERVICE} {self.password}\n" if self.password else "")
@@ -352,3 +376,47 @@ def test_the_job_spec_takes_a_sentinel_url() -> None:
         context={"check_paths": False},
     )  # fmt: skip
     assert spec.redis_url == "redis+sentinel://h1:26379,h2:26379/mymaster/0"
+
+
+def _tls_helpers() -> ModuleType:
+    # pytest runs in importlib mode, so test folders are not packages to import from: load the
+    # TLS test's helpers (a TLS-capable redis-server, a throwaway CA) by path.
+    path = Path(__file__).with_name("test_redis_tls.py")
+    spec = importlib.util.spec_from_file_location("_redis_tls_helpers", path)
+    assert spec is not None and spec.loader is not None
+    if spec.name not in sys.modules:  # its dataclasses look their module up there
+        sys.modules[spec.name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules[spec.name])
+    return sys.modules[spec.name]
+
+
+def test_sentinel_over_tls_with_passwords_rides_through_a_failover(tmp_path: Path) -> None:
+    helpers = _tls_helpers()
+    binary = helpers.find_tls_binary(tmp_path / "bin")
+    pki = helpers.make_pki(tmp_path / "pki")
+    setup = SentinelSetup(
+        tmp_path / "sentinel",
+        binary=binary,
+        passwords=("data-pw", "sentinel-pw"),
+        tls=(pki.ca, pki.server_cert, pki.server_key),
+    )
+    try:
+        setup.start()
+        assert setup.url.startswith("rediss+sentinel://")
+        check_redis(setup.url, field="redis_url")
+        client = connect(setup.url, decode_responses=True)
+        try:
+            client.set("tls-failover:before", "1")
+            assert _acknowledged(client)
+            assert client.connection_pool.connection_class.__name__ == (
+                "SentinelManagedSSLConnection"
+            )
+            setup.kill_master()
+            client.set("tls-failover:after", "2")  # retried until the replica is promoted
+            assert client.mget("tls-failover:before", "tls-failover:after") == ["1", "2"]
+            master = client.connection_pool.get_master_address()  # type: ignore[attr-defined]
+            assert int(master[1]) == setup.replica_port
+        finally:
+            client.close()
+    finally:
+        setup.stop()
