@@ -67,9 +67,10 @@ _SENTINEL_FORM = "redis+sentinel://[[user]:password@]host1:port1,host2:port2/ser
 class _RetryWithin(Retry):
     """Retries with backoff, and gives up once failures have lasted ``budget_s`` seconds.
 
-    redis-py nests retries (a command's retry wraps the connect's, and a sentinel-managed
-    connect retries its own master lookup), so a count alone multiplies: a wall-clock budget
-    bounds the whole wait by ``ULTRON_REDIS_RETRY_S`` however deep the nesting.
+    A count of tries with growing backoff overshoots a short budget, and redis-py nests
+    retries (a command's retry wraps the reconnect's, and a sentinel-managed connect retries
+    its own master lookup), which multiplies a count: a wall-clock budget bounds the wait by
+    ``ULTRON_REDIS_RETRY_S`` however deep the nesting.
     """
 
     def __init__(self, backoff: AbstractBackoff, retries: int, *, budget_s: float) -> None:

@@ -420,3 +420,22 @@ def test_sentinel_over_tls_with_passwords_rides_through_a_failover(tmp_path: Pat
             client.close()
     finally:
         setup.stop()
+
+
+def test_a_client_gives_up_after_the_retry_budget_when_everything_is_gone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Counted in tries (int(budget / 2) + 6 of growing backoff, nested by redis-py inside a
+    # sentinel-managed connect), a budget of 3 s took over 7 s; counted in seconds it is 3 s.
+    monkeypatch.setenv("ULTRON_REDIS_RETRY_S", "3")
+    setup = SentinelSetup(tmp_path / "sentinel").start()
+    try:
+        client = connect(setup.url)
+        assert client.ping()
+    finally:
+        setup.stop()  # the master, the replica and every sentinel
+    started = time.monotonic()
+    with pytest.raises(redis.ConnectionError):
+        client.ping()
+    assert time.monotonic() - started < 3.0 + 3.0  # the budget, and one lookup of the sentinels
+    client.close()
