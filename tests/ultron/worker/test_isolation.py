@@ -65,11 +65,26 @@ class Spawner:
 """
 
 
+PYPROJECT = """
+[build-system]
+requires = ["setuptools>=68"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "isolation-model"
+version = "0.1.0"
+
+[tool.setuptools]
+py-modules = ["isolation_model"]
+"""
+
+
 @pytest.fixture
 def code_base(tmp_path: Path) -> Iterator[Path]:
     folder = tmp_path / f"code-{uuid.uuid4().hex[:8]}"
     folder.mkdir()
     (folder / "isolation_model.py").write_text(MODEL)
+    (folder / "pyproject.toml").write_text(PYPROJECT)
     yield folder
     shutdown_processes()
 
@@ -219,3 +234,34 @@ def test_save_torch_refuses_a_filename_outside_its_folder(tmp_path: Path, filena
     with pytest.raises(ValueError, match="filename"):
         save_torch({"epoch": 1}, tmp_path / "ckpt", 1, filename=filename)
     assert not list((tmp_path / "ckpt").rglob("*.pt"))
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("prefect")
+def test_a_job_goes_on_past_a_trial_out_of_memory(
+    tmp_path: Path, code_base: Path, redis_url: str
+) -> None:
+    import ultron
+
+    result = ultron.run(
+        {
+            "name": "isolation",
+            "code": str(code_base),
+            "model": "isolation_model:Greedy",
+            "search_space": {"chunks": [10, 1], "chunk_mb": [100], "tag": [uuid.uuid4().hex]},
+            "strategy": "grid",
+            "num_iterations": 2,
+            "parallelism": 1,
+            "resources": {"memory": "300Mi"},
+            "retries": 1,
+            "max_failed_share": 0.5,
+            "objective": {"metric": "loss"},
+            "storage": str(tmp_path / "runs"),
+            "redis_url": redis_url,
+        }
+    )
+    assert result.status == "completed"
+    by = {t.hyperparameters["chunks"]: t for t in result.trials}
+    assert (by[10].status, by[10].attempts) == (TrialStatus.OUT_OF_MEMORY, 1)  # not retried
+    assert "raise resources.memory" in (by[10].error or "")
+    assert by[1].status is TrialStatus.COMPLETED and by[1].score == 1.0
