@@ -32,7 +32,7 @@ from ultron.services.paths import check_job_id, new_job_id
 from ultron.services.reachability import check_storage
 from ultron.services.redis_client import connect
 from ultron.services.runtime import job_redis
-from ultron.services.secrets import install_redaction
+from ultron.services.secrets import install_redaction, reveal
 from ultron.spec.loader import load_spec
 from ultron.tasks.acquire_resources import JobResources, acquire_resources
 from ultron.tasks.containerize import containerize
@@ -53,6 +53,7 @@ def hpo_job(spec: dict[str, Any], job_id: str | None = None) -> dict[str, Any] |
     Returns:
         The summary; a cancelled job returns a ``Cancelled`` state whose data is the summary.
     """
+    spec = reveal(spec)  # ultron.run hands Prefect the spec with its passwords masked
     install_redaction(spec)  # before anything can log the spec's passwords
     job = load_spec(spec)  # every problem is reported before any compute is spent
     job_id = check_job_id(job_id) if job_id is not None else _stable_job_id(job.name)

@@ -16,6 +16,7 @@ from ultron.master.results import HPOResult
 from ultron.master.strategy import check_options
 from ultron.services.paths import check_job_id, new_job_id
 from ultron.services.reachability import check_redis, check_storage
+from ultron.services.secrets import conceal
 from ultron.settings import settings
 from ultron.spec.job import JobSpec
 from ultron.spec.loader import load_spec
@@ -78,7 +79,9 @@ def run(
 
     CANCEL.reset()
     with handling_signals():
-        state: State = hpo_job(job.model_dump(mode="json"), job_id=job_id, return_state=True)
+        # Prefect stores a flow's parameters: it gets the spec with its passwords masked, and
+        # the flow, in this process, puts them back.
+        state: State = hpo_job(conceal(job), job_id=job_id, return_state=True)
     if state.is_cancelled():
         summary = state.result(raise_on_failure=False)
         raise JobCancelledError(

@@ -141,10 +141,12 @@ def run(
     from ultron.master.cancel import CANCEL, exit_code
     from ultron.master.progress import ProgressEvent, listening
     from ultron.services.paths import check_job_id, job_results_url, new_job_id, scratch_dir
+    from ultron.services.secrets import install_redaction
     from ultron.spec.loader import load_spec
 
     try:
         job = load_spec(spec, check_code=True)
+        install_redaction(job)  # nothing this process logs shows the spec's passwords
         job_id = check_job_id(job_id) if job_id is not None else new_job_id(job.name)
         log_path = scratch_dir(job_id) / "job.log"
         preflight(job)

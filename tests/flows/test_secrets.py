@@ -202,8 +202,7 @@ def test_api_job_writes_no_secret(
     found += _redis_found(locked_redis)
     logged, parameters = _flow_run_found(job_id)
     assert found + logged == []
-    if parameters:  # ultron.run passes the spec whole as the flow's parameter
-        pytest.xfail(f"{parameters}: ultron/api.py passes redis_url to Prefect unmasked")
+    assert parameters == []  # ultron.run hands Prefect the spec with its password masked
 
 
 def test_cli_job_prints_and_logs_no_secret(

@@ -54,6 +54,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from ultron.errors import ConfigIssue, SpecError
 from ultron.master.job_state import JobStore
+from ultron.services.secrets import redacted_spec
 from ultron.spec.job import JobSpec
 
 __all__ = ["MAY_CHANGE", "check_or_store_spec", "check_resume"]
@@ -110,7 +111,7 @@ def check_resume(
     Raises:
         SpecError: one issue per changed field (dotted path, old -> new), all at once.
     """
-    new = spec.model_dump(mode="json")
+    new = redacted_spec(spec)  # stored specs keep URL passwords masked
     issues: list[ConfigIssue] = []
     for name in JobSpec.model_fields:
         if name in MAY_CHANGE or name in ("code", "loop"):
