@@ -22,6 +22,7 @@ disk, and what was extracted is removed when they are passed.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import tarfile
 from pathlib import Path
@@ -110,19 +111,31 @@ class _Limits:
     def extracting(self, member: tarfile.TarInfo | None, path: str) -> tarfile.TarInfo | None:
         """tarfile's ``data`` filter, counting what the members before this one wrote."""
         if self.last is not None:  # its file is on disk now: count what it really holds
-            with_file = self.dest / self.last.name
-            if not with_file.is_symlink() and with_file.is_file():
-                self.written += with_file.stat().st_size
+            self.written += self._written(self.last)
             self.last = None
         if member is None:  # the end: count the last file
             self._check(self.count, self.written, "(the last member)", "extracting wrote")
             return None
         self.count += 1
         self._check(self.count, self.written, member.name, "extracting wrote")
-        self.last = member if member.isreg() else None
+        self.last = member if member.isreg() or member.islnk() else None
         if hasattr(tarfile, "data_filter"):  # Python 3.11.4+: a second line of defence
             return tarfile.data_filter(member, path)
         return member  # pragma: no cover - only before Python 3.11.4
+
+    def _written(self, member: tarfile.TarInfo) -> int:
+        """Bytes ``member`` put on disk; a hardlink's only when tarfile had to copy its target
+        (``os.link`` failed), which its header's size of 0 does not say."""
+        path = self.dest / member.name
+        if path.is_symlink() or not path.is_file():
+            return 0
+        size = path.stat().st_size
+        if member.islnk():
+            target = self.dest / member.linkname
+            with contextlib.suppress(OSError):
+                if path.stat().st_ino == target.stat().st_ino:
+                    return 0
+        return size
 
     def _check(self, count: int, total: int, name: str, how: str) -> None:
         if count > self.max_members:

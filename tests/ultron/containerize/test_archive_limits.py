@@ -102,3 +102,17 @@ def test_a_bad_limit_names_the_variable(
     with pytest.raises(EnvironmentVariableError, match=variable):
         safe_extract(_many(tmp_path / "a.tar.gz", 1), tmp_path / "src")
     assert not (tmp_path / "src").exists()
+
+
+def test_hardlinks_share_their_target_s_bytes(tmp_path: Path) -> None:
+    archive = tmp_path / "links.tar"
+    with tarfile.open(archive, "w") as tar:
+        info = tarfile.TarInfo("project/data.bin")
+        info.size = 1000
+        tar.addfile(info, io.BytesIO(bytes(1000)))
+        for i in range(5):
+            link = tarfile.TarInfo(f"project/link{i}.bin")
+            link.type, link.linkname = tarfile.LNKTYPE, "project/data.bin"
+            tar.addfile(link)
+    safe_extract(archive, tmp_path / "src", max_bytes=1000)
+    assert (tmp_path / "src" / "project" / "link4.bin").stat().st_nlink == 6
