@@ -21,9 +21,9 @@ All keys start with a namespace (``ultron`` unless a caller chooses another, as 
   leaves the old entries unread; ``<ns>:cache:*`` matches them all (:func:`score_cache_pattern`).
 - ``<ns>:limiter:<name>``: the resource limiter: its leases (``leases``, ``units``,
   ``tenant``, ``owners``, ``granted``, ``jobs``), its queue of waiting jobs (``waiting``,
-  ``waiters``, ``waiter_expiry``, ``seq``, ``served``) and the limits a platform team sets:
-  ``max_units`` (a string) and ``tenant_max_units`` (a hash tenant -> units); see
-  :mod:`ultron.services.limiter`.
+  ``waiters``, ``waiter_expiry``, ``heads``, ``seq``, ``served``; ``events`` is its pub/sub
+  channel) and the limits a platform team sets: ``max_units`` (a string) and
+  ``tenant_max_units`` (a hash tenant -> units); see :mod:`ultron.services.limiter`.
 
 A job id belongs to the tenant of its first run (:mod:`ultron.master.resume`), so the keys
 under ``<ns>:job:<id>`` are that tenant's too.

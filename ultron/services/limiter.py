@@ -27,20 +27,24 @@ a queue, and the script grants units by these rules:
 
 A waiter's entry lives ``ttl_s`` (the lease TTL) after its last attempt, and a waiting job
 attempts at least every ``ttl_s / 3``: a waiter whose process died leaves the queue on its own.
-A job that is not waiting (``acquire`` without ``queue``) counts as arriving now.
+A job that is not waiting (``acquire`` without ``queue``) counts as arriving now. Each grant,
+release and departure publishes the heads of the queues on the ``events`` channel: a head
+attempts at once (units do not sit idle while it sleeps), the jobs behind it do not ask.
 
 Keys under ``{namespace}:limiter:`` (:func:`ultron.services.keys.limiter`): ``leases``
 (sorted set of lease ids scored by expiry in ms), ``units``, ``tenant``, ``owners`` and
 ``granted`` (hashes lease id -> units, tenant, job id, grant time in ms), ``jobs`` (hash job
 id -> lease id, which makes ``acquire`` idempotent), ``waiting`` (sorted set of waiting job ids
 by arrival ticket), ``waiters`` (hash job id -> JSON tenant, units, tenant limit, arrival
-ms), ``waiter_expiry`` (sorted set of waiting job ids by expiry ms), ``seq`` (the ticket
-counter), ``served`` (hash tenant -> ticket of its last grant), and the limits ``max_units``
-(a string) and ``tenant_max_units`` (hash tenant -> units).
+ms), ``waiter_expiry`` (sorted set of waiting job ids by expiry ms), ``heads`` (hash tenant
+-> its oldest waiting job), ``seq`` (the ticket counter), ``served`` (hash tenant -> ticket of
+its last grant), ``events`` (a pub/sub channel, not a key), and the limits ``max_units`` (a
+string) and ``tenant_max_units`` (hash tenant -> units).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -71,11 +75,12 @@ logger = logging.getLogger(__name__)
 
 _KEY_NAMES = (
     "leases", "units", "tenant", "owners", "jobs", "granted",
-    "waiting", "waiters", "waiter_expiry", "seq", "served",
+    "waiting", "waiters", "waiter_expiry", "seq", "served", "heads", "events",
 )  # fmt: skip
 
 # One script for every operation, so that each one reaps expired leases and waiters first, by
-# the server's clock.  KEYS: as _KEY_NAMES, in order.  ARGV[1]: the operation.
+# the server's clock.  KEYS: as _KEY_NAMES, in order (the last, ``events``, is the channel that
+# wakes waiting jobs when units or turns may have moved).  ARGV[1]: the operation.
 _SCRIPT = """
 if redis.replicate_commands then redis.replicate_commands() end
 local t = redis.call('TIME')
@@ -86,13 +91,37 @@ local function drop(id)
   for _, k in ipairs({2, 3, 4, 6}) do redis.call('HDEL', KEYS[k], id) end
   return redis.call('ZREM', KEYS[1], id)
 end
+local function tenant_of(job)
+  local raw = redis.call('HGET', KEYS[8], job)
+  return raw and cjson.decode(raw).t
+end
+-- Out of the queue; a tenant's head (KEYS[12]: tenant -> its oldest waiter) passes to the next.
 local function unqueue(job)
+  local tenant = tenant_of(job)
   redis.call('HDEL', KEYS[8], job)
   redis.call('ZREM', KEYS[9], job)
-  return redis.call('ZREM', KEYS[7], job)
+  local removed = redis.call('ZREM', KEYS[7], job)
+  if tenant and redis.call('HGET', KEYS[12], tenant) == job then
+    redis.call('HDEL', KEYS[12], tenant)
+    for _, other in ipairs(redis.call('ZRANGE', KEYS[7], 0, -1)) do
+      if tenant_of(other) == tenant then redis.call('HSET', KEYS[12], tenant, other) break end
+    end
+  end
+  return removed
 end
-for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)) do drop(id) end
-for _, job in ipairs(redis.call('ZRANGEBYSCORE', KEYS[9], '-inf', now)) do unqueue(job) end
+-- News for the waiting jobs: the heads, the only ones that may take units (see _wait).
+local function wake()
+  local hs = redis.call('HVALS', KEYS[12])
+  if #hs > 0 then redis.call('PUBLISH', KEYS[13], cjson.encode(hs)) end
+end
+local reaped = 0
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)) do
+  reaped = reaped + drop(id)
+end
+for _, job in ipairs(redis.call('ZRANGEBYSCORE', KEYS[9], '-inf', now)) do
+  reaped = reaped + unqueue(job)
+end
+if reaped > 0 then wake() end
 local function usage()
   local total, by = 0, {}
   for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
@@ -107,17 +136,14 @@ local function served(tenant) return tonumber(redis.call('HGET', KEYS[11], tenan
 local function first(a, b) return a.turn < b.turn or (a.turn == b.turn and a.ticket < b.ticket) end
 -- Each tenant's oldest waiter, in the order of their turns.
 local function heads()
-  local out, seen = {}, {}
-  local rows = redis.call('ZRANGE', KEYS[7], 0, -1, 'WITHSCORES')
+  local out, rows = {}, redis.call('HGETALL', KEYS[12])
   for i = 1, #rows, 2 do
-    local raw = redis.call('HGET', KEYS[8], rows[i])
-    if raw then
+    local job = rows[i + 1]
+    local raw, ticket = redis.call('HGET', KEYS[8], job), redis.call('ZSCORE', KEYS[7], job)
+    if raw and ticket then
       local w = cjson.decode(raw)
-      if not seen[w.t] then
-        seen[w.t] = true
-        w.job, w.ticket, w.turn = rows[i], tonumber(rows[i + 1]), served(w.t)
-        table.insert(out, w)
-      end
+      w.job, w.ticket, w.turn = job, tonumber(ticket), served(w.t)
+      table.insert(out, w)
     end
   end
   table.sort(out, first)
@@ -127,7 +153,8 @@ local op = ARGV[1]
 if op == 'acquire' then
   -- ARGV: op, lease_id, job_id, units, tenant, ttl_ms, max_units, tenant_max_units (0: none),
   -- queue_ttl_ms (0: do not queue).  Returns {granted, lease_id, units, tenant, total_in_use,
-  -- tenant_in_use, what holds it back: a job id, '(max_units)' or '(tenant_max_units)'}.
+  -- tenant_in_use, what holds it back: a job id, '(max_units)' or '(tenant_max_units)', whether
+  -- the job heads its tenant's queue (only a head may take units; the others wait for news)}.
   local job, tenant, units = ARGV[3], ARGV[5], tonumber(ARGV[4])
   local max_units, tenant_max, queue_ttl = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
   local total, by = usage()
@@ -137,7 +164,7 @@ if op == 'acquire' then
     unqueue(job)
     redis.call('ZADD', KEYS[1], now + tonumber(ARGV[6]), existing)
     return {1, existing, tonumber(redis.call('HGET', KEYS[2], existing)),
-            redis.call('HGET', KEYS[3], existing), total, mine, ''}
+            redis.call('HGET', KEYS[3], existing), total, mine, '', 1}
   end
   local ticket = redis.call('ZSCORE', KEYS[7], job)
   if queue_ttl > 0 then
@@ -146,6 +173,7 @@ if op == 'acquire' then
       redis.call('ZADD', KEYS[7], ticket, job)
       local entry = {t = tenant, u = units, m = tenant_max, s = now}
       redis.call('HSET', KEYS[8], job, cjson.encode(entry))
+      redis.call('HSETNX', KEYS[12], tenant, job)
     end
     redis.call('ZADD', KEYS[9], now + queue_ttl, job)
   end
@@ -164,7 +192,10 @@ if op == 'acquire' then
       end
     end
   end
-  if blocker ~= '' then return {0, '', 0, '', total, mine, blocker} end
+  if blocker ~= '' then
+    local head = redis.call('HGET', KEYS[12], tenant) == job or not ticket
+    return {0, '', 0, '', total, mine, blocker, head and 1 or 0}
+  end
   unqueue(job)
   redis.call('HSET', KEYS[11], tenant, redis.call('INCR', KEYS[10]))
   redis.call('ZADD', KEYS[1], now + tonumber(ARGV[6]), ARGV[2])
@@ -173,15 +204,20 @@ if op == 'acquire' then
   redis.call('HSET', KEYS[4], ARGV[2], job)
   redis.call('HSET', KEYS[5], job, ARGV[2])
   redis.call('HSET', KEYS[6], ARGV[2], now)
-  return {1, ARGV[2], units, tenant, total + units, mine + units, ''}
+  wake()
+  return {1, ARGV[2], units, tenant, total + units, mine + units, '', 1}
 elseif op == 'renew' then  -- ARGV: op, lease_id, ttl_ms
   if not redis.call('ZSCORE', KEYS[1], ARGV[2]) then return 0 end
   redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[2])
   return 1
 elseif op == 'release' then  -- ARGV: op, lease_id
-  return drop(ARGV[2])
+  local dropped = drop(ARGV[2])
+  if dropped > 0 then wake() end
+  return dropped
 elseif op == 'leave' then  -- ARGV: op, job_id: it stops waiting
-  return unqueue(ARGV[2])
+  local removed = unqueue(ARGV[2])
+  if removed > 0 then wake() end
+  return removed
 elseif op == 'usage' then  -- ARGV: op, tenant
   local total, by = usage()
   return {total, by[ARGV[2]] or 0}
@@ -372,6 +408,34 @@ def set_tenant_max_units(
     client.hset(key, tenant, _check_count("--max-units", units, fix="pass 1 or more, or --unset"))
 
 
+def _wait(events: Any, job_id: str, seconds: float, check: Callable[[], None] | None) -> bool:
+    """Waits up to ``seconds`` for news that ``job_id`` may take units now.
+
+    News (units or turns moved) names the jobs at the heads of their tenants' queues, the only
+    ones that may take units; the others wait on without asking Redis. ``check`` is called at
+    least every 0.2 s.
+
+    Returns:
+        Whether news came for ``job_id`` (attempt again now).
+    """
+    until = time.monotonic() + max(0.0, seconds)
+    while (left := until - time.monotonic()) > 0:
+        if check is not None:
+            check()
+        message = events.get_message(timeout=min(left, 0.2))
+        if message is not None and job_id in _heads(message.get("data")):
+            return True
+    return False
+
+
+def _heads(data: Any) -> list[str]:
+    try:
+        heads = json.loads(_text(data))
+    except ValueError:
+        return []
+    return [str(head) for head in heads] if isinstance(heads, list) else []
+
+
 class ResourceLimiter:
     """Grants compute units to jobs, never more than ``max_units`` at once, fairly, on Redis.
 
@@ -435,16 +499,16 @@ class ResourceLimiter:
 
     def _try(
         self, job_id: str, units: int, ttl_s: float, *, queue: bool
-    ) -> tuple[Lease | None, int, int, str]:
+    ) -> tuple[Lease | None, int, int, str, bool]:
         ttl_ms = _check_ttl(ttl_s)
-        granted, lease_id, held, tenant, total, mine, blocker = self._call(
+        granted, lease_id, held, tenant, total, mine, blocker, head = self._call(
             "acquire", uuid.uuid4().hex, job_id, units, self.tenant, ttl_ms,
             self.max_units, self.tenant_max_units or 0, ttl_ms if queue else 0,
         )  # fmt: skip
         if not int(granted):
-            return None, int(total), int(mine), _text(blocker)
+            return None, int(total), int(mine), _text(blocker), bool(int(head))
         lease = Lease(_text(lease_id), job_id, int(held), _text(tenant), float(ttl_s))
-        return lease, int(total), int(mine), ""
+        return lease, int(total), int(mine), "", True
 
     def acquire(
         self, job_id: str, units: int, *, ttl_s: float = 30.0, queue: bool = False
@@ -468,7 +532,7 @@ class ResourceLimiter:
                 the request could never be granted.
         """
         self._check_request(job_id, units)
-        lease, _, _, _ = self._try(job_id, units, ttl_s, queue=queue)
+        lease, *_ = self._try(job_id, units, ttl_s, queue=queue)
         return lease
 
     def leave_queue(self, job_id: str) -> bool:
@@ -489,7 +553,10 @@ class ResourceLimiter:
     ) -> Lease:
         """Waits in the queue, retrying with growing delays (the paper's delayed retry).
 
-        Attempts come at most ``min(max_delay_s, ttl_s / 3)`` apart, so the job's place in the
+        A release, a grant or a waiter leaving wakes the jobs at the heads of their tenants'
+        queues at once (a Redis channel), so units do not sit idle while the job whose turn it
+        is sleeps; without such news,
+        attempts come at most ``min(max_delay_s, ttl_s / 3)`` apart, so the job's place in the
         queue (kept ``ttl_s`` after each attempt) lives while it waits. However the wait ends
         (granted, timed out, an error), the job leaves the queue. ``check`` is called at least
         every 0.2 s while waiting; what it raises (a cancelled job's error) ends the wait.
@@ -501,9 +568,12 @@ class ResourceLimiter:
         _check_ttl(ttl_s)
         deadline = time.monotonic() + timeout_s
         delay, max_delay_s = retry_delay_s, min(max_delay_s, ttl_s / 3)
+        # Subscribed before the first attempt, so that no release after it goes unnoticed.
+        events = self.client.pubsub(ignore_subscribe_messages=True)
         try:
+            events.subscribe(self._keys[-1])
             while True:
-                lease, total, mine, blocker = self._try(job_id, units, ttl_s, queue=True)
+                lease, total, mine, blocker, head = self._try(job_id, units, ttl_s, queue=True)
                 if lease is not None:
                     return lease
                 remaining = deadline - time.monotonic()
@@ -514,13 +584,13 @@ class ResourceLimiter:
                     "job %s waits for %d units (%d in use; held back by %s)",
                     job_id, units, total, blocker,
                 )  # fmt: skip
-                until = time.monotonic() + max(0.0, min(delay, remaining, max_delay_s))
-                while (left := until - time.monotonic()) > 0:
-                    if check is not None:
-                        check()
-                    time.sleep(min(left, 0.2))
-                delay = min(delay * backoff, max_delay_s)
+                # A job behind its tenant's head waits for news that it heads the queue; the
+                # attempts at most ttl_s / 3 apart keep its place.
+                wait_s = min(delay, max_delay_s) if head else ttl_s / 3
+                if not _wait(events, job_id, min(wait_s, remaining), check):
+                    delay = min(delay * backoff, max_delay_s)
         finally:
+            events.close()
             self._leave_quietly(job_id)
 
     def _leave_quietly(self, job_id: str) -> None:

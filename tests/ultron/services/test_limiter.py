@@ -479,3 +479,30 @@ def test_a_waiter_whose_process_died_leaves_the_queue_after_its_ttl(
     assert limiter.acquire("next", UNITS, queue=True) is None  # the dead waiter is still first
     assert _poll(lambda: limiter.acquire("next", UNITS, queue=True) is not None, timeout_s=10)
     assert limiter.waiters() == [] and list(limiter.holders()) == ["next"]
+
+
+def test_waiters_are_woken_by_news_not_by_their_next_retry(limiter: ResourceLimiter) -> None:
+    # Their next retries are 30 s away, after their 20 s timeout: only the news that units
+    # were released (for a-1) and that a-2 heads its tenant's queue now can get them granted.
+    hog = limiter.acquire("hog", MAX_UNITS)
+    assert hog is not None
+    results: dict[str, object] = {}
+
+    def wait(job_id: str) -> None:
+        try:
+            results[job_id] = limiter.acquire_blocking(
+                job_id, UNITS, ttl_s=120, timeout_s=20, retry_delay_s=30, max_delay_s=30
+            )
+        except ResourceTimeoutError as exc:
+            results[job_id] = exc
+
+    threads = [threading.Thread(target=wait, args=(job_id,)) for job_id in ("a-1", "a-2")]
+    for queued, thread in enumerate(threads, 1):  # a-1 first: a-2 waits behind it
+        thread.start()
+        assert _poll(lambda: len(limiter.waiters()) == queued, timeout_s=10)  # noqa: B023
+    assert [w.job_id for w in limiter.waiters()] == ["a-1", "a-2"]
+    limiter.release(hog)
+    for thread in threads:
+        thread.join(timeout=30)
+    assert all(isinstance(results.get(job_id), Lease) for job_id in ("a-1", "a-2")), results
+    assert sorted(limiter.holders()) == ["a-1", "a-2"] and limiter.waiters() == []
