@@ -89,10 +89,22 @@ def url_password(url: str) -> str | None:
     return None
 
 
+_SECRET_QUERY = ("password", "sentinel_password", "ssl_password")
+
+
 def _passwords(url: str) -> set[str]:
-    """The password of ``url`` as written there and decoded (``%40`` and ``@``)."""
-    password = url_password(url)
-    return {password, unquote(password)} if password else set()
+    """Every password of ``url`` (user part, ``password``, ``sentinel_password``,
+    ``ssl_password``), as written there and decoded (``%40`` and ``@``)."""
+    found = {url_password(url)}
+    try:
+        query = urlsplit(url).query
+    except ValueError:
+        query = ""
+    for pair in query.split("&"):
+        name, _, value = pair.partition("=")
+        if name.lower() in _SECRET_QUERY:
+            found.add(value)
+    return {form for p in found if p for form in (p, unquote(p))}
 
 
 def env_secrets(environ: Mapping[str, str] | None = None) -> set[str]:

@@ -152,3 +152,11 @@ def test_conceal_and_reveal_round_trip_in_this_process() -> None:
     assert password in known_secrets()  # and logs mask it from now on
     conceal({"redis_url": url.replace(password, "another-pw")})  # same masked URL, two URLs
     assert reveal(hidden)["redis_url"] == hidden["redis_url"]  # left masked: fails to log in
+
+
+def test_every_password_of_a_sentinel_url_is_a_secret() -> None:
+    from ultron.services.secrets import _passwords
+
+    url = "redis+sentinel://:master-pw@h1:26379,h2:26379/svc/0?sentinel_password=sentinel-pw"
+    url += "&ssl_password=key%40pw"
+    assert _passwords(url) == {"master-pw", "sentinel-pw", "key%40pw", "key@pw"}
