@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 
+from dask.utils import parse_bytes
 from prefect import get_run_logger, task
 from prefect.cache_policies import NONE
 
@@ -106,7 +107,15 @@ def acquire_resources(
     try:
         cluster = start_cluster(spec)
         log_dir = str(scratch_dir(job_id) / "logs")
-        cluster.client.run(warm_up, str(env.python), import_paths(env.source), spec.model, log_dir)
+        memory = parse_bytes(spec.resources.memory) if spec.resources.memory else None
+        cluster.client.run(
+            warm_up,
+            str(env.python),
+            import_paths(env.source),
+            spec.model,
+            log_dir,
+            memory_limit=memory,  # the trials' own limit, or they would not use these processes
+        )
         data = None
         if spec.data is not None:
             data = start_data_service(
