@@ -79,10 +79,10 @@ def safe_extract(
             try:
                 tar.extractall(dest, filter=limits.extracting)
                 limits.extracting(None, str(dest))
-            except CodeBaseError:
+            except BaseException:  # whatever stopped it, nothing half-extracted stays
                 _empty(dest, remove=not existed)
                 raise
-    except (tarfile.TarError, OSError, EOFError) as exc:
+    except (tarfile.TarError, OSError, EOFError, KeyError) as exc:
         raise CodeBaseError(
             f"code base archive {str(archive)!r} cannot be extracted ({exc}); it must be a "
             "readable tar archive. Fix: rebuild it with `tar -czf code.tar.gz -C <parent> "
@@ -171,8 +171,13 @@ def _empty(dest: Path, *, remove: bool) -> None:
 
 def _check_members(archive: Path, members: list[tarfile.TarInfo]) -> None:
     links = {_parts(member.name): member.linkname for member in members if member.issym()}
+    files: set[tuple[str, ...]] = set()  # regular files so far: what a hardlink may name
     for member in members:
         problem = _member_problem(member, links)
+        if problem is None and member.islnk() and _parts(member.linkname) not in files:
+            problem = f"is a hardlink to {member.linkname!r}, which is not a file before it"
+        if member.isreg():
+            files.add(_parts(member.name))
         if problem is not None:
             raise CodeBaseError(
                 f"code base archive {str(archive)!r} holds member {member.name!r}, which "
@@ -196,6 +201,8 @@ def _member_problem(member: tarfile.TarInfo, links: dict[tuple[str, ...], str]) 
     if not (member.isreg() or member.isdir() or member.issym() or member.islnk()):
         return "is a device, fifo or other special file"
     parts = _parts(member.name)
+    if not parts and not member.isdir():
+        return "has no name"
     for end in range(1, len(parts)):
         if parts[:end] in links:
             return f"lies under the symlink {'/'.join(parts[:end])!r}"
