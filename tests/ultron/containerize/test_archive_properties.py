@@ -106,16 +106,6 @@ def _raw(archive: Archive, sentinel: Path) -> bytes:
     return gzip.compress(raw) if archive.compress else raw
 
 
-def _dangling_hardlink(archive: Archive) -> bool:
-    """A hardlink whose target is no member before it (tarfile raises KeyError for it)."""
-    seen: set[str] = set()
-    for member in archive.members:
-        if member.kind == "hardlink" and member.linkname.rstrip("/") not in seen:
-            return True
-        seen.add(member.name.rstrip("/"))
-    return False
-
-
 def _tree(folder: Path) -> dict[str, tuple[int, int, bytes | str | None]]:
     """Every path under ``folder``, links not followed: its mode, size and content."""
     found: dict[str, tuple[int, int, bytes | str | None]] = {}
