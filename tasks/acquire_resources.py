@@ -22,13 +22,9 @@ from ultron.containerize.usercode import import_paths
 from ultron.datamanager import DataServiceHandle, start_data_service
 from ultron.master.cancel import CANCEL
 from ultron.services.cluster import ClusterHandle, start_cluster
-from ultron.services.limiter import (
-    Lease,
-    LeaseKeeper,
-    ResourceLimiter,
-    read_max_units,
-    read_tenant_max_units,
-)
+from ultron.services.lease_keeper import LeaseKeeper
+from ultron.services.limiter import Lease, ResourceLimiter
+from ultron.services.limits import read_max_units, read_tenant_max_units
 from ultron.services.paths import scratch_dir
 from ultron.services.redis_client import connect
 from ultron.settings import settings

@@ -56,7 +56,8 @@ def _fail(exc: Exception) -> NoReturn:
 @contextlib.contextmanager
 def _limiter(redis_url: str | None) -> Iterator[ResourceLimiter]:
     """A limiter of the shared Redis, with the global limit stored there (or the default)."""
-    from ultron.services.limiter import ResourceLimiter, read_max_units
+    from ultron.services.limiter import ResourceLimiter
+    from ultron.services.limits import read_max_units
     from ultron.services.paths import ultron_home
     from ultron.services.reachability import check_redis
     from ultron.services.redis_client import connect
@@ -93,7 +94,7 @@ def limits(ctx: typer.Context, redis_url: RedisUrl = None) -> None:
 def show(redis_url: RedisUrl = None) -> None:
     """Show the global and per-tenant limits, the units in use and the jobs waiting."""
     from ultron.services import keys
-    from ultron.services.limiter import tenant_limits
+    from ultron.services.limits import tenant_limits
 
     with _limiter(redis_url) as limiter:
         try:
@@ -139,7 +140,7 @@ def set_limit(
     redis_url: RedisUrl = None,
 ) -> None:
     """Set (or, with --unset, remove) the global limit or a tenant's limit."""
-    from ultron.services.limiter import set_max_units, set_tenant_max_units
+    from ultron.services.limits import set_max_units, set_tenant_max_units
 
     if (max_units is None) == (not unset):
         rule = "give exactly one of --max-units N and --unset"

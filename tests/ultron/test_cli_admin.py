@@ -14,7 +14,8 @@ import redis
 from typer.testing import CliRunner, Result
 
 from ultron.cli import app
-from ultron.services.limiter import ResourceLimiter, read_max_units, read_tenant_max_units
+from ultron.services.limiter import ResourceLimiter
+from ultron.services.limits import read_max_units, read_tenant_max_units
 from ultron.services.redis_server import EmbeddedRedis
 
 runner = CliRunner()

@@ -15,7 +15,9 @@ from ultron._lazy import lazy_exports
 if TYPE_CHECKING:
     from ultron.services import keys
     from ultron.services.cluster import ClusterHandle, start_cluster
-    from ultron.services.limiter import Holding, Lease, LeaseKeeper, ResourceLimiter, read_max_units
+    from ultron.services.lease_keeper import LeaseKeeper
+    from ultron.services.limiter import Holding, Lease, ResourceLimiter
+    from ultron.services.limits import read_max_units
     from ultron.services.paths import (
         artifact_key,
         job_results_url,
@@ -58,7 +60,9 @@ __getattr__, __dir__ = lazy_exports(
     __name__,
     {
         "cluster": ["ClusterHandle", "start_cluster"],
-        "limiter": ["Holding", "Lease", "LeaseKeeper", "ResourceLimiter", "read_max_units"],
+        "lease_keeper": ["LeaseKeeper"],
+        "limiter": ["Holding", "Lease", "ResourceLimiter"],
+        "limits": ["read_max_units"],
         "paths": ["artifact_key", "job_results_url", "new_job_id", "scratch_dir", "ultron_home"],
         "reachability": ["check_redis", "check_storage", "mask_url"],
         "redis_client": ["connect"],

@@ -6,9 +6,7 @@ is a *lease* that one Lua script checks and records at once; a lease not renewed
 expires (by the Redis server's clock), so a killed job's units come back on their own.
 
 Limits: a global ``max_units`` and, per tenant, ``tenant_max_units``; a platform team stores
-them in Redis (``ultron limits set``, :func:`set_max_units`, :func:`set_tenant_max_units`) and
-each job reads them when it starts waiting (:func:`read_max_units`,
-:func:`read_tenant_max_units`).
+them in Redis and each job reads them when it starts waiting (:mod:`ultron.services.limits`).
 
 Fair waiting: a job that waits (``acquire_blocking``, or ``acquire(..., queue=True)``) joins
 a queue, and the script grants units by these rules:
@@ -31,22 +29,14 @@ A job that is not waiting (``acquire`` without ``queue``) counts as arriving now
 release and departure publishes the heads of the queues on the ``events`` channel: a head
 attempts at once (units do not sit idle while it sleeps), the jobs behind it do not ask.
 
-Keys under ``{namespace}:limiter:`` (:func:`ultron.services.keys.limiter`): ``leases``
-(sorted set of lease ids scored by expiry in ms), ``units``, ``tenant``, ``owners`` and
-``granted`` (hashes lease id -> units, tenant, job id, grant time in ms), ``jobs`` (hash job
-id -> lease id, which makes ``acquire`` idempotent), ``waiting`` (sorted set of waiting job ids
-by arrival ticket), ``waiters`` (hash job id -> JSON tenant, units, tenant limit, arrival
-ms), ``waiter_expiry`` (sorted set of waiting job ids by expiry ms), ``heads`` (hash tenant
--> its oldest waiting job), ``seq`` (the ticket counter), ``served`` (hash tenant -> ticket of
-its last grant), ``events`` (a pub/sub channel, not a key), and the limits ``max_units`` (a
-string) and ``tenant_max_units`` (hash tenant -> units).
+The Lua script and the Redis keys it keeps are in :mod:`ultron.services.limiter_script`;
+:class:`ultron.services.lease_keeper.LeaseKeeper` renews a lease from a thread.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -55,201 +45,14 @@ from typing import Any
 
 import redis
 
-from ultron.errors import ConfigIssue, ResourceTimeoutError, UltronError
+from ultron.errors import ResourceTimeoutError, UltronError
 from ultron.services import keys
+from ultron.services.limiter_script import KEY_NAMES, SCRIPT
+from ultron.services.limits import _check_count, _issue, _text
 
-__all__ = [
-    "Holding",
-    "Lease",
-    "LeaseKeeper",
-    "ResourceLimiter",
-    "Waiting",
-    "read_max_units",
-    "read_tenant_max_units",
-    "set_max_units",
-    "set_tenant_max_units",
-    "tenant_limits",
-]
+__all__ = ["Holding", "Lease", "ResourceLimiter", "Waiting"]
 
 logger = logging.getLogger(__name__)
-
-_KEY_NAMES = (
-    "leases", "units", "tenant", "owners", "jobs", "granted",
-    "waiting", "waiters", "waiter_expiry", "seq", "served", "heads", "events",
-)  # fmt: skip
-
-# One script for every operation, so that each one reaps expired leases and waiters first, by
-# the server's clock.  KEYS: as _KEY_NAMES, in order (the last, ``events``, is the channel that
-# wakes waiting jobs when units or turns may have moved).  ARGV[1]: the operation.
-_SCRIPT = """
-if redis.replicate_commands then redis.replicate_commands() end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local function drop(id)
-  local job = redis.call('HGET', KEYS[4], id)
-  if job and redis.call('HGET', KEYS[5], job) == id then redis.call('HDEL', KEYS[5], job) end
-  for _, k in ipairs({2, 3, 4, 6}) do redis.call('HDEL', KEYS[k], id) end
-  return redis.call('ZREM', KEYS[1], id)
-end
-local function tenant_of(job)
-  local raw = redis.call('HGET', KEYS[8], job)
-  return raw and cjson.decode(raw).t
-end
--- Out of the queue; a tenant's head (KEYS[12]: tenant -> its oldest waiter) passes to the next.
-local function unqueue(job)
-  local tenant = tenant_of(job)
-  redis.call('HDEL', KEYS[8], job)
-  redis.call('ZREM', KEYS[9], job)
-  local removed = redis.call('ZREM', KEYS[7], job)
-  if tenant and redis.call('HGET', KEYS[12], tenant) == job then
-    redis.call('HDEL', KEYS[12], tenant)
-    for _, other in ipairs(redis.call('ZRANGE', KEYS[7], 0, -1)) do
-      if tenant_of(other) == tenant then redis.call('HSET', KEYS[12], tenant, other) break end
-    end
-  end
-  return removed
-end
--- News for the waiting jobs: the heads, the only ones that may take units (see _wait).
-local function wake()
-  local hs = redis.call('HVALS', KEYS[12])
-  if #hs > 0 then redis.call('PUBLISH', KEYS[13], cjson.encode(hs)) end
-end
-local reaped = 0
-for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)) do
-  reaped = reaped + drop(id)
-end
-for _, job in ipairs(redis.call('ZRANGEBYSCORE', KEYS[9], '-inf', now)) do
-  reaped = reaped + unqueue(job)
-end
-if reaped > 0 then wake() end
-local function usage()
-  local total, by = 0, {}
-  for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
-    local u = tonumber(redis.call('HGET', KEYS[2], id) or '0')
-    local tenant = redis.call('HGET', KEYS[3], id) or ''
-    total = total + u
-    by[tenant] = (by[tenant] or 0) + u
-  end
-  return total, by
-end
-local function served(tenant) return tonumber(redis.call('HGET', KEYS[11], tenant) or '0') end
-local function first(a, b) return a.turn < b.turn or (a.turn == b.turn and a.ticket < b.ticket) end
--- Each tenant's oldest waiter, in the order of their turns.
-local function heads()
-  local out, rows = {}, redis.call('HGETALL', KEYS[12])
-  for i = 1, #rows, 2 do
-    local job = rows[i + 1]
-    local raw, ticket = redis.call('HGET', KEYS[8], job), redis.call('ZSCORE', KEYS[7], job)
-    if raw and ticket then
-      local w = cjson.decode(raw)
-      w.job, w.ticket, w.turn = job, tonumber(ticket), served(w.t)
-      table.insert(out, w)
-    end
-  end
-  table.sort(out, first)
-  return out
-end
-local op = ARGV[1]
-if op == 'acquire' then
-  -- ARGV: op, lease_id, job_id, units, tenant, ttl_ms, max_units, tenant_max_units (0: none),
-  -- queue_ttl_ms (0: do not queue).  Returns {granted, lease_id, units, tenant, total_in_use,
-  -- tenant_in_use, what holds it back: a job id, '(max_units)' or '(tenant_max_units)', whether
-  -- the job heads its tenant's queue (only a head may take units; the others wait for news)}.
-  local job, tenant, units = ARGV[3], ARGV[5], tonumber(ARGV[4])
-  local max_units, tenant_max, queue_ttl = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
-  local total, by = usage()
-  local mine = by[tenant] or 0
-  local existing = redis.call('HGET', KEYS[5], job)
-  if existing and redis.call('ZSCORE', KEYS[1], existing) then
-    unqueue(job)
-    redis.call('ZADD', KEYS[1], now + tonumber(ARGV[6]), existing)
-    return {1, existing, tonumber(redis.call('HGET', KEYS[2], existing)),
-            redis.call('HGET', KEYS[3], existing), total, mine, '', 1}
-  end
-  local ticket = redis.call('ZSCORE', KEYS[7], job)
-  if queue_ttl > 0 then
-    if not ticket then
-      ticket = redis.call('INCR', KEYS[10])
-      redis.call('ZADD', KEYS[7], ticket, job)
-      local entry = {t = tenant, u = units, m = tenant_max, s = now}
-      redis.call('HSET', KEYS[8], job, cjson.encode(entry))
-      redis.call('HSETNX', KEYS[12], tenant, job)
-    end
-    redis.call('ZADD', KEYS[9], now + queue_ttl, job)
-  end
-  local me = {ticket = tonumber(ticket) or math.huge, turn = served(tenant)}
-  local blocker = ''
-  if total + units > max_units then blocker = '(max_units)'
-  elseif tenant_max > 0 and mine + units > tenant_max then blocker = '(tenant_max_units)'
-  else
-    local room = max_units - total
-    for _, h in ipairs(heads()) do
-      if h.t == tenant then
-        if h.ticket < me.ticket then blocker = h.job break end
-      elseif first(h, me) and h.u <= max_units and (h.m == 0 or (by[h.t] or 0) + h.u <= h.m) then
-        if h.u > room or room - h.u < units then blocker = h.job break end
-        room = room - h.u
-      end
-    end
-  end
-  if blocker ~= '' then
-    local head = redis.call('HGET', KEYS[12], tenant) == job or not ticket
-    return {0, '', 0, '', total, mine, blocker, head and 1 or 0}
-  end
-  unqueue(job)
-  redis.call('HSET', KEYS[11], tenant, redis.call('INCR', KEYS[10]))
-  redis.call('ZADD', KEYS[1], now + tonumber(ARGV[6]), ARGV[2])
-  redis.call('HSET', KEYS[2], ARGV[2], units)
-  redis.call('HSET', KEYS[3], ARGV[2], tenant)
-  redis.call('HSET', KEYS[4], ARGV[2], job)
-  redis.call('HSET', KEYS[5], job, ARGV[2])
-  redis.call('HSET', KEYS[6], ARGV[2], now)
-  wake()
-  return {1, ARGV[2], units, tenant, total + units, mine + units, '', 1}
-elseif op == 'renew' then  -- ARGV: op, lease_id, ttl_ms
-  if not redis.call('ZSCORE', KEYS[1], ARGV[2]) then return 0 end
-  redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[2])
-  return 1
-elseif op == 'release' then  -- ARGV: op, lease_id
-  local dropped = drop(ARGV[2])
-  if dropped > 0 then wake() end
-  return dropped
-elseif op == 'leave' then  -- ARGV: op, job_id: it stops waiting
-  local removed = unqueue(ARGV[2])
-  if removed > 0 then wake() end
-  return removed
-elseif op == 'usage' then  -- ARGV: op, tenant
-  local total, by = usage()
-  return {total, by[ARGV[2]] or 0}
-elseif op == 'holders' then  -- flat: lease_id, job_id, units, tenant, ms to expiry, granted ms
-  local out, rows = {}, redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
-  for i = 1, #rows, 2 do
-    local id = rows[i]
-    table.insert(out, id)
-    table.insert(out, redis.call('HGET', KEYS[4], id) or '')
-    table.insert(out, tonumber(redis.call('HGET', KEYS[2], id) or '0'))
-    table.insert(out, redis.call('HGET', KEYS[3], id) or '')
-    table.insert(out, tonumber(rows[i + 1]) - now)
-    table.insert(out, tonumber(redis.call('HGET', KEYS[6], id) or '0'))
-  end
-  return out
-elseif op == 'waiters' then  -- flat, by arrival: job_id, tenant, units, arrival ms, ms to expiry
-  local out, rows = {}, redis.call('ZRANGE', KEYS[7], 0, -1)
-  for _, job in ipairs(rows) do
-    local raw = redis.call('HGET', KEYS[8], job)
-    if raw then
-      local w = cjson.decode(raw)
-      table.insert(out, job)
-      table.insert(out, w.t)
-      table.insert(out, w.u)
-      table.insert(out, w.s)
-      table.insert(out, tonumber(redis.call('ZSCORE', KEYS[9], job) or now) - now)
-    end
-  end
-  return out
-end
-return redis.error_reply('unknown limiter operation ' .. tostring(op))
-"""
 
 
 @dataclass(frozen=True)
@@ -309,103 +112,10 @@ class Waiting:
     expires_in_s: float
 
 
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def _issue(field: str, value: object, rule: str, fix: str) -> str:
-    return str(ConfigIssue(field, value, rule, fix))
-
-
-def _check_count(field: str, value: object, *, fix: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise UltronError(_issue(field, value, "it must be an integer of at least 1", fix))
-    return value
-
-
 def _check_ttl(ttl_s: float) -> int:
     if isinstance(ttl_s, bool) or not isinstance(ttl_s, int | float) or not ttl_s > 0:
         raise UltronError(_issue("ttl_s", ttl_s, "it must be above 0 seconds", "pass e.g. 30"))
     return max(1, round(ttl_s * 1000))
-
-
-def _stored_count(key: str, raw: Any, *, unset: str) -> int:
-    text = _text(raw).strip()
-    if not text.isdigit() or int(text) < 1:
-        fix = f"set it to a positive integer with `ultron limits set`, or {unset}"
-        raise UltronError(_issue(key, text, "it must be an integer of at least 1", fix))
-    return int(text)
-
-
-def read_max_units(client: redis.Redis, *, default: int, namespace: str = keys.NAMESPACE) -> int:
-    """Returns the cluster-wide limit from ``{namespace}:limiter:max_units``, else ``default``.
-
-    A platform team sets it with ``ultron limits set --max-units 64`` (or
-    ``SET ultron:limiter:max_units 64``).
-
-    Raises:
-        UltronError: the key holds something other than a positive integer.
-    """
-    key = keys.limiter("max_units", namespace=namespace)
-    raw = client.get(key)
-    if raw is None:
-        return default
-    return _stored_count(key, raw, unset=f"DEL it to use the default {default}")
-
-
-def read_tenant_max_units(
-    client: redis.Redis, tenant: str, *, namespace: str = keys.NAMESPACE
-) -> int | None:
-    """Returns ``tenant``'s limit from ``{namespace}:limiter:tenant_max_units``, else None.
-
-    A platform team sets it with ``ultron limits set --tenant T --max-units 8`` (or
-    ``HSET ultron:limiter:tenant_max_units T 8``); None means no limit beyond the global one.
-
-    Raises:
-        UltronError: the tenant's field holds something other than a positive integer.
-    """
-    key = keys.limiter("tenant_max_units", namespace=namespace)
-    raw = client.hget(key, tenant)
-    if raw is None:
-        return None
-    return _stored_count(f"{key}[{tenant}]", raw, unset="unset it (`--unset`) for no limit")
-
-
-def tenant_limits(client: redis.Redis, *, namespace: str = keys.NAMESPACE) -> dict[str, int]:
-    """Every tenant limit stored in Redis, tenant -> units (checked as in ``read_*``)."""
-    key = keys.limiter("tenant_max_units", namespace=namespace)
-    raw = client.hgetall(key)
-    return {
-        _text(tenant): _stored_count(f"{key}[{_text(tenant)}]", value, unset="unset it")
-        for tenant, value in sorted(raw.items(), key=lambda item: _text(item[0]))
-    }
-
-
-def set_max_units(
-    client: redis.Redis, units: int | None, *, namespace: str = keys.NAMESPACE
-) -> None:
-    """Stores the cluster-wide limit; None removes it (jobs then use ``ULTRON_MAX_UNITS``).
-
-    Jobs read it when they start waiting; jobs already holding units keep them.
-    """
-    key = keys.limiter("max_units", namespace=namespace)
-    if units is None:
-        client.delete(key)
-        return
-    client.set(key, _check_count("--max-units", units, fix="pass 1 or more, or --unset"))
-
-
-def set_tenant_max_units(
-    client: redis.Redis, tenant: str, units: int | None, *, namespace: str = keys.NAMESPACE
-) -> None:
-    """Stores ``tenant``'s limit; None removes it (only the global limit applies)."""
-    if not tenant:
-        raise UltronError(_issue("--tenant", tenant, "it must not be empty", "name the tenant"))
-    key = keys.limiter("tenant_max_units", namespace=namespace)
-    if units is None:
-        client.hdel(key, tenant)
-        return
-    client.hset(key, tenant, _check_count("--max-units", units, fix="pass 1 or more, or --unset"))
 
 
 def _wait(events: Any, job_id: str, seconds: float, check: Callable[[], None] | None) -> bool:
@@ -476,9 +186,9 @@ class ResourceLimiter:
         self.namespace = namespace
         self.tenant = tenant
         self.tenant_max_units = tenant_max_units
-        self._keys = [keys.limiter(name, namespace=namespace) for name in _KEY_NAMES]
+        self._keys = [keys.limiter(name, namespace=namespace) for name in KEY_NAMES]
         # register_script only hashes the source; the script is loaded on first use.
-        self._script = redis_client.register_script(_SCRIPT)
+        self._script = redis_client.register_script(SCRIPT)
 
     def _call(self, *args: str | int) -> Any:
         return self._script(keys=self._keys, args=args)
@@ -652,72 +362,3 @@ class ResourceLimiter:
                 rows[i : i + 5] for i in range(0, len(rows), 5)
             )
         ]
-
-
-class LeaseKeeper:
-    """A daemon thread that renews a lease every ``ttl_s / 3`` until stopped.
-
-    If the lease turns out to have expired (the process stalled longer than its TTL), the
-    keeper stops, sets ``lost`` and calls ``on_lost``: the units may already be someone else's.
-    Redis errors are logged and retried at the next tick.
-
-    Args:
-        limiter: the limiter that granted the lease.
-        lease: the lease to keep.
-        interval_s: seconds between renewals; default ``lease.ttl_s / 3``.
-        on_lost: called with the lease, from the keeper thread, if it is lost.
-    """
-
-    def __init__(
-        self,
-        limiter: ResourceLimiter,
-        lease: Lease,
-        *,
-        interval_s: float | None = None,
-        on_lost: Callable[[Lease], None] | None = None,
-    ) -> None:
-        self.limiter = limiter
-        self.lease = lease
-        self.interval_s = lease.ttl_s / 3 if interval_s is None else interval_s
-        self.on_lost = on_lost
-        self._stop = threading.Event()
-        self._lost = threading.Event()
-        self._thread = threading.Thread(
-            target=self._run, name=f"lease-keeper-{lease.job_id}", daemon=True
-        )
-
-    @property
-    def lost(self) -> bool:
-        """True once a renewal found the lease expired."""
-        return self._lost.is_set()
-
-    def start(self) -> LeaseKeeper:
-        """Starts renewing; returns self."""
-        self._thread.start()
-        return self
-
-    def stop(self, *, timeout_s: float = 5.0) -> None:
-        """Stops renewing (the lease is not released). Idempotent."""
-        self._stop.set()
-        if self._thread.is_alive() and self._thread is not threading.current_thread():
-            self._thread.join(timeout_s)
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            try:
-                alive = self.limiter.renew(self.lease)
-            except (redis.RedisError, OSError) as exc:
-                logger.warning("renewing lease of job %s failed: %s", self.lease.job_id, exc)
-                continue
-            if not alive:
-                logger.error("lease of job %s expired before renewal", self.lease.job_id)
-                self._lost.set()
-                if self.on_lost is not None:
-                    self.on_lost(self.lease)
-                return
-
-    def __enter__(self) -> LeaseKeeper:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()

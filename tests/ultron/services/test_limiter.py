@@ -18,7 +18,9 @@ import pytest
 import redis
 
 from ultron.errors import ResourceTimeoutError, UltronError
-from ultron.services.limiter import Lease, LeaseKeeper, ResourceLimiter, read_max_units
+from ultron.services.lease_keeper import LeaseKeeper
+from ultron.services.limiter import Lease, ResourceLimiter
+from ultron.services.limits import read_max_units
 
 MAX_UNITS = 10
 UNITS = 3  # e.g. parallelism 3 x 1 GPU per trial
@@ -287,7 +289,8 @@ def test_50_processes_never_exceed_max(
 
 _HOLDER = """
 import sys, time, redis
-from ultron.services.limiter import LeaseKeeper, ResourceLimiter
+from ultron.services.lease_keeper import LeaseKeeper
+from ultron.services.limiter import ResourceLimiter
 url, namespace, units = sys.argv[1], sys.argv[2], int(sys.argv[3])
 limiter = ResourceLimiter(redis.Redis.from_url(url), max_units=units, namespace=namespace)
 lease = limiter.acquire("holder", units, ttl_s=2.0)

@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 import redis
 
-from ultron.services.limiter import (
-    ResourceLimiter,
+from ultron.services.limiter import ResourceLimiter
+from ultron.services.limits import (
     read_max_units,
     read_tenant_max_units,
     set_max_units,
