@@ -18,6 +18,7 @@ from ultron.master.cancel import CANCEL
 from ultron.master.job_state import JobStore
 from ultron.services import keys
 from ultron.services.paths import job_results_url
+from ultron.services.secrets import redact
 from ultron.spec.job import JobSpec
 from ultron.worker.runner import run_trial
 from ultron.worker.trial import TrialRequest, TrialResult, TrialStatus, trial_seed
@@ -179,6 +180,9 @@ class TrialDispatcher:
                 }
             future.release()
             curve = data.pop("curve", [])
+            # Masked here, where the result enters the master: the trial table in Redis, the
+            # result files and the artifacts all show only this text.
+            data.update({name: redact(data.get(name)) for name in ("error", "traceback")})
             result = TrialResult.from_dict(data)
             # Only the infrastructure's faults are retried: OUT_OF_MEMORY would fail again
             # under the same resources.memory.

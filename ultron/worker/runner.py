@@ -5,9 +5,12 @@ much as a short trial, so each worker keeps warm trial processes, one per concur
 replaces one only when it crashed, was stopped or ran out of memory. The function Dask runs is
 :func:`run_trial`; :func:`warm_up` starts and primes the processes before the first trial.
 
-A trial process holds itself to the trial's ``memory_limit`` for its whole life, so warm
-processes are kept by code base and limit. Stopping one ends everything it started, children
-in sessions of their own included (see :meth:`WarmProcess.kill`).
+A trial process holds itself to the trial's ``memory_limit`` for its whole life, and gets the
+worker's environment less the secrets it does not need
+(:func:`ultron.services.secrets.trial_environ`): no Redis URL, and object-store credentials
+only for a trial that reads an object store itself (:func:`reads_object_store`). So warm
+processes are kept by code base, limit and credentials. Stopping one ends everything it
+started, children in sessions of their own included (see :meth:`WarmProcess.kill`).
 """
 
 from __future__ import annotations
@@ -24,17 +27,19 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from multiprocessing.connection import Connection
 from typing import Any
+from urllib.parse import urlsplit
 
 from ultron.services import keys
+from ultron.services.secrets import trial_environ
 from ultron.settings import settings
 from ultron.worker.checkpoints import restore_for, start_sync
 from ultron.worker.process import descendants
 from ultron.worker.trial import TrialRequest, TrialResult, TrialStatus
 
-__all__ = ["WarmProcess", "run_trial", "shutdown_processes", "warm_up"]
+__all__ = ["WarmProcess", "reads_object_store", "run_trial", "shutdown_processes", "warm_up"]
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +48,8 @@ _TERM_GRACE_S = 2.0  # a stopped trial process's time to end what it started, th
 # Inherited by everything a trial process starts: finds its processes after it died (an orphan
 # of a dead process belongs to init). Not ULTRON_*: it is no setting.
 _MARK = "_ULTRON_TRIAL_PROCESS"
+# URL schemes a trial reads without object-store credentials: its own disk, the data service.
+_LOCAL_SCHEMES = ("", "file", "local", "grpc", "grpc+tls")
 
 
 class ProcessDied(Exception):
@@ -55,7 +62,9 @@ class WarmProcess:
     ``python -P`` keeps the folder the worker was started from off the trial's ``sys.path``;
     the code base's ``code_paths`` go first on it instead, so the user's module names are
     the user's (a ``tasks`` or ``algorithms`` package of theirs included). With
-    ``memory_limit`` (bytes) the process holds itself to that much private memory.
+    ``memory_limit`` (bytes) the process holds itself to that much private memory. Its
+    environment is this worker's without ``REDIS_URL`` and secrets; the object store's
+    credentials stay only with ``object_store``.
     """
 
     def __init__(
@@ -65,10 +74,12 @@ class WarmProcess:
         *,
         log_path: str,
         memory_limit: int | None = None,
+        object_store: bool = False,
     ) -> None:
         self.python = python
         self.code_paths = tuple(code_paths)
         self.memory_limit = memory_limit
+        self.object_store = object_store
         parent, child = socket.socketpair()
         os.makedirs(os.path.dirname(log_path), exist_ok=True)
         command = [python, "-P", "-m", "ultron.worker.process", str(child.fileno())]
@@ -78,7 +89,7 @@ class WarmProcess:
         with open(log_path, "ab") as log:
             self.proc = subprocess.Popen(
                 [*command, *self.code_paths],
-                env={**os.environ, _MARK: self.mark},
+                env={**trial_environ(os.environ, object_store=object_store), _MARK: self.mark},
                 pass_fds=[child.fileno()],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
@@ -168,11 +179,35 @@ def _describe_exit(code: int) -> str:
     return f"trial process exited with code {code}"
 
 
-# Idle warm processes of this worker, by interpreter, code base and memory limit: a process that
-# imported one code base's modules never serves another's, and its limit cannot be lifted. A
-# thread takes one out while it runs a trial, so a worker with several threads runs several.
-_idle: dict[tuple[str, tuple[str, ...], int | None], list[WarmProcess]] = {}
+# Idle warm processes of this worker, by interpreter, code base, memory limit and whether it
+# holds the object store's credentials: a process that imported one code base's modules never
+# serves another's, its limit cannot be lifted, and one started with credentials never runs a
+# trial that must not have them. A thread takes one out while it runs a trial, so a worker with
+# several threads runs several.
+_PoolKey = tuple[str, tuple[str, ...], int | None, bool]
+_idle: dict[_PoolKey, list[WarmProcess]] = {}
 _lock = threading.Lock()
+
+
+def reads_object_store(data: object) -> bool:
+    """Whether a trial with this data config reads an object store itself (needs credentials).
+
+    A job's data service stages the data (from ``s3://`` or wherever) on its own machine, and
+    ``DataServiceHandle.trial_config()`` names only those local shards (``manifest.root``) and
+    the dispatcher (``grpc://``): a trial reads them from its colocated worker or over gRPC
+    and needs no credentials. Only a config naming another URL (``s3://``, ``gs://``, ...) does.
+    Checkpoints need none either: the Dask worker restores and syncs them.
+
+    Example:
+        >>> reads_object_store({"dispatcher": "grpc://h:5050", "manifest": {"root": "/d"}})
+        False
+        >>> reads_object_store({"manifest": {"root": "s3://bucket/staged"}})
+        True
+    """
+    if isinstance(data, str):
+        return "://" in data and urlsplit(data).scheme.lower() not in _LOCAL_SCHEMES
+    values = data.values() if isinstance(data, dict) else data
+    return isinstance(values, Iterable) and any(map(reads_object_store, values))
 
 
 def _interpreter(python: str) -> str:
@@ -185,21 +220,27 @@ def _interpreter(python: str) -> str:
 
 
 def _checkout(
-    python: str, code_paths: Sequence[str], log_path: str, memory_limit: int | None = None
+    python: str,
+    code_paths: Sequence[str],
+    log_path: str,
+    memory_limit: int | None = None,
+    object_store: bool = False,
 ) -> WarmProcess:
     python = _interpreter(python)
     paths = tuple(path for path in code_paths if os.path.isdir(path))
     with _lock:
-        pool = _idle.setdefault((python, paths, memory_limit), [])
+        pool = _idle.setdefault((python, paths, memory_limit, object_store), [])
         while pool:
             process = pool.pop()
             if process.alive():
                 return process
-    return WarmProcess(python, paths, log_path=log_path, memory_limit=memory_limit)
+    return WarmProcess(
+        python, paths, log_path=log_path, memory_limit=memory_limit, object_store=object_store
+    )
 
 
 def _checkin(process: WarmProcess) -> None:
-    key = (process.python, process.code_paths, process.memory_limit)
+    key = (process.python, process.code_paths, process.memory_limit, process.object_store)
     with _lock:
         _idle.setdefault(key, []).append(process)
 
@@ -220,15 +261,17 @@ def warm_up(
     log_dir: str,
     slots: int = 1,
     memory_limit: int | None = None,
+    object_store: bool = False,
 ) -> int:
     """Start ``slots`` trial processes on this worker and import the model in each.
 
-    ``memory_limit`` must be the trials' (``TrialRequest.memory_limit``) for them to use these.
+    ``memory_limit`` and ``object_store`` must be the trials' (``TrialRequest.memory_limit``,
+    :func:`reads_object_store` of ``TrialRequest.data``) for them to use these.
     """
     started = []
     for _ in range(slots):
         log_path = os.path.join(log_dir, f"worker-{os.getpid()}.log")
-        process = _checkout(python, code_paths, log_path, memory_limit)
+        process = _checkout(python, code_paths, log_path, memory_limit, object_store)
         answer = process.call({"op": "import", "model": model}, timeout=_START_TIMEOUT_S)
         if "error" in answer:
             logger.warning("warm-up import of %s failed: %s", model, answer["error"])
@@ -317,7 +360,13 @@ def run_trial(request_data: dict[str, Any]) -> dict[str, Any]:
     log_dir = os.path.dirname(request.log_path)
     started = time.monotonic()
     log_path = os.path.join(log_dir, f"worker-{os.getpid()}.log")
-    process = _checkout(request.python, request.code_paths, log_path, request.memory_limit)
+    process = _checkout(
+        request.python,
+        request.code_paths,
+        log_path,
+        request.memory_limit,
+        reads_object_store(request.data),
+    )
     base = {
         "trial_id": request.trial_id,
         "hyperparameters": request.hyperparameters,
