@@ -1,4 +1,8 @@
-"""The ``ultron`` command line: ``ultron run SPEC``, ``ultron validate SPEC``, ``ultron serve``."""
+"""The ``ultron`` command line: ``ultron run SPEC``, ``ultron validate SPEC``, ``ultron serve``.
+
+The admin commands, ``ultron limits`` (show and set the stored limits) and ``ultron jobs`` (who
+holds units and who waits), are in :mod:`ultron.cli_admin`.
+"""
 
 from __future__ import annotations
 
