@@ -35,11 +35,9 @@ from typing import Any
 
 from ultron.containerize.usercode import claim_names
 from ultron.model import TrialContext, set_current_trial
-from ultron.worker.isolation import become_subreaper, descendants, end_descendants, limit_memory
+from ultron.worker.isolation import become_subreaper, end_descendants, limit_memory
 
-# descendants and end_descendants live in ultron.worker.isolation; named here too while
-# ultron.worker.runner still imports descendants from this module.
-__all__ = ["descendants", "end_descendants", "main"]
+__all__ = ["main"]
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:

@@ -36,7 +36,7 @@ from ultron.services import keys
 from ultron.services.secrets import trial_environ
 from ultron.settings import settings
 from ultron.worker.checkpoints import restore_for, start_sync
-from ultron.worker.process import descendants
+from ultron.worker.isolation import descendants
 from ultron.worker.trial import TrialRequest, TrialResult, TrialStatus
 
 __all__ = ["WarmProcess", "reads_object_store", "run_trial", "shutdown_processes", "warm_up"]
