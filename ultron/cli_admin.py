@@ -28,7 +28,12 @@ if TYPE_CHECKING:
 
 __all__ = ["jobs", "limits_app", "register"]
 
-console = Console()
+
+def _out() -> Console:
+    """The terminal, measured when a command prints (COLUMNS may differ from import time)."""
+    return Console()
+
+
 err_console = Console(stderr=True, soft_wrap=True)
 
 limits_app = typer.Typer(
@@ -105,7 +110,7 @@ def show(redis_url: RedisUrl = None) -> None:
         holders, waiters = limiter.holders().values(), limiter.waiters()
     in_use = sum(h.units for h in holders)
     origin = "set in Redis" if stored else "the default, ULTRON_MAX_UNITS"
-    console.print(
+    _out().print(
         f"global: max_units {limiter.max_units} ({origin}); {in_use} in use; "
         f"{len(waiters)} job(s) waiting",
         highlight=False,
@@ -123,7 +128,7 @@ def show(redis_url: RedisUrl = None) -> None:
             f"{len(mine)} job(s)",
             f"{sum(w.tenant == tenant for w in waiters)} job(s)",
         )
-    console.print(table)
+    _out().print(table)
 
 
 @limits_app.command("set")
@@ -156,7 +161,7 @@ def set_limit(
         except UltronError as exc:
             _fail(exc)
     done = "removed" if unset else f"set to {max_units}"
-    console.print(f"{escape(what)} {done}; jobs that start waiting now apply it", highlight=False)
+    _out().print(f"{escape(what)} {done}; jobs that start waiting now apply it", highlight=False)
 
 
 def jobs(tenant: TenantOption = None, redis_url: RedisUrl = None) -> None:
@@ -188,6 +193,6 @@ def jobs(tenant: TenantOption = None, redis_url: RedisUrl = None) -> None:
             rows += 1
     if rows == 0:
         whose = "" if tenant is None else f" of tenant {tenant!r}"
-        console.print(f"no job{escape(whose)} holds or waits for units", highlight=False)
+        _out().print(f"no job{escape(whose)} holds or waits for units", highlight=False)
         return
-    console.print(table)
+    _out().print(table)
