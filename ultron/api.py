@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import os
 import sys
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from types import FrameType
@@ -49,7 +50,8 @@ def run(
     Ctrl-C (SIGINT) or SIGTERM cancels the job: its running trials are asked to stop, the
     results so far are written, and :class:`~ultron.errors.JobCancelledError` is raised (its
     ``result`` holds what was done); running again with the same ``job_id`` resumes. A second
-    Ctrl-C ends the process at once.
+    Ctrl-C ends the process at once. A process runs one job at a time: run jobs side by side in
+    separate processes.
 
     Args:
         spec: a path to a YAML/JSON spec, the spec as a mapping, or a :class:`JobSpec`.
@@ -61,7 +63,8 @@ def run(
         SpecError: the spec or the job id has problems (all of them are listed); nothing was
             started.
         JobCancelledError: the job was cancelled; it resumes with its id.
-        UltronError: the job failed (too many failed trials, no resources, ...).
+        UltronError: the job failed (too many failed trials, no resources, ...), or another
+            job runs in this process.
 
     Example:
         >>> result = ultron.run("examples/quickstart/job.yaml")        # doctest: +SKIP
@@ -73,6 +76,19 @@ def run(
         job = load_spec({**job.model_dump(mode="json"), **overrides}, check_code=True)
     job_id = check_job_id(job_id) if job_id is not None else new_job_id(job.name)
     preflight(job)
+    if not _one_job.acquire(blocking=False):
+        raise UltronError(
+            "ultron.run is running another job in this process; one process runs one job at "
+            "a time (a job claims the process's module names for the user's code). Fix: run "
+            "jobs side by side in separate processes (ultron run, or one process per job)"
+        )
+    try:
+        return _run_flow(job, job_id)
+    finally:
+        _one_job.release()
+
+
+def _run_flow(job: JobSpec, job_id: str) -> HPOResult:
     from prefect.states import State
 
     from ultron.flows.hpo_job import hpo_job
@@ -95,6 +111,9 @@ def run(
             raise outcome
         raise UltronError(f"job {job_id} ended {state.type.value}: {state.message}")
     return HPOResult.from_summary(state.result())
+
+
+_one_job = threading.Lock()
 
 
 def preflight(job: JobSpec) -> None:
