@@ -248,23 +248,12 @@ def cache_clear(
     ] = None,
 ) -> None:
     """Empty the score cache: every later job trains its configurations again."""
-    import contextlib
-
+    from ultron.cli_admin import shared_redis
     from ultron.master.score_cache import clear_cache
-    from ultron.services.paths import ultron_home
-    from ultron.services.reachability import check_redis, mask_url
+    from ultron.services.reachability import mask_url
     from ultron.services.redis_client import connect
-    from ultron.services.redis_share import ensure_embedded_redis
 
-    url = redis_url or os.environ.get("REDIS_URL")
-    with contextlib.ExitStack() as stack:
-        try:
-            if url:
-                check_redis(url, field="--redis-url" if redis_url else "REDIS_URL")
-            else:
-                url = stack.enter_context(ensure_embedded_redis(ultron_home() / "redis")).url
-        except UltronError as exc:
-            _fail(exc)
+    with shared_redis(redis_url) as url:
         removed = clear_cache(connect(url))
     console.print(
         f"removed {removed} score-cache key(s) from {escape(mask_url(url))}", highlight=False

@@ -59,15 +59,13 @@ def _fail(exc: Exception) -> NoReturn:
 
 
 @contextlib.contextmanager
-def _limiter(redis_url: str | None) -> Iterator[ResourceLimiter]:
-    """A limiter of the shared Redis, with the global limit stored there (or the default)."""
-    from ultron.services.limiter import ResourceLimiter
-    from ultron.services.limits import read_max_units
+def shared_redis(redis_url: str | None) -> Iterator[str]:
+    """The URL of the Redis the jobs share: ``--redis-url``, else ``REDIS_URL`` (each checked
+    in seconds), else this machine's embedded server, used for the block. Bad ones end the
+    command with one error."""
     from ultron.services.paths import ultron_home
     from ultron.services.reachability import check_redis
-    from ultron.services.redis_client import connect
     from ultron.services.redis_share import ensure_embedded_redis
-    from ultron.settings import settings
 
     url = redis_url or os.environ.get("REDIS_URL")
     with contextlib.ExitStack() as stack:
@@ -76,7 +74,22 @@ def _limiter(redis_url: str | None) -> Iterator[ResourceLimiter]:
                 check_redis(url, field="--redis-url" if redis_url else "REDIS_URL")
             else:
                 url = stack.enter_context(ensure_embedded_redis(ultron_home() / "redis")).url
-            client = connect(url)
+        except UltronError as exc:
+            _fail(exc)
+        yield url
+
+
+@contextlib.contextmanager
+def _limiter(redis_url: str | None) -> Iterator[ResourceLimiter]:
+    """A limiter of the shared Redis, with the global limit stored there (or the default)."""
+    from ultron.services.limiter import ResourceLimiter
+    from ultron.services.limits import read_max_units
+    from ultron.services.redis_client import connect
+    from ultron.settings import settings
+
+    with shared_redis(redis_url) as url:
+        client = connect(url)
+        try:
             max_units = read_max_units(client, default=settings().max_units)
         except UltronError as exc:
             _fail(exc)

@@ -35,6 +35,7 @@ import threading
 from collections.abc import Callable, Iterator
 
 from ultron.errors import JobCancelledError
+from ultron.worker.isolation import descendants
 
 __all__ = ["CANCEL", "CancelRequest", "exit_code", "handling_signals", "sleep_unless_cancelled"]
 
@@ -113,30 +114,6 @@ def sleep_unless_cancelled(seconds: float, job_id: str) -> None:
         CANCEL.raise_if_requested(job_id)
 
 
-def _descendants(pid: int) -> list[int]:
-    """Pids of every process below ``pid`` (Linux ``/proc``; empty elsewhere)."""
-    children: dict[int, list[int]] = {}
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return []
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as stat:
-                fields = stat.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        children.setdefault(int(fields[1]), []).append(int(entry))
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
 def force_exit(signal_number: int | None) -> None:
     """End the process now: kill its descendants in its session (Dask workers, the data service,
     the temporary Prefect server) and exit with ``128 + signal``. Trial processes end within a
@@ -144,7 +121,7 @@ def force_exit(signal_number: int | None) -> None:
     jobs that share it. The job's state in Redis stays as the last update left it, so the job
     can still resume."""
     session = os.getsid(0)
-    for pid in _descendants(os.getpid()):
+    for pid, _ in descendants(os.getpid()):
         with contextlib.suppress(OSError):
             if os.getsid(pid) == session:
                 os.kill(pid, signal.SIGKILL)
