@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import logging
 import os
+import signal
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 import redis
 
@@ -140,3 +143,40 @@ def service_processes() -> Callable[[str], list[str]]:
         ]
 
     return running
+
+
+def _redis_servers(folder: Path) -> list[int]:
+    """Pids of the live redis-servers whose ``--dir`` is ``folder`` (a server changes into it;
+    its command line is rewritten to ``redis-server HOST:PORT``, so ``ps`` shows no --dir)."""
+    found = []
+    for proc in psutil.process_iter(["name"]):
+        with contextlib.suppress(psutil.Error):
+            if (
+                "redis-server" in (proc.info["name"] or "")
+                and proc.status() != psutil.STATUS_ZOMBIE
+                and Path(proc.cwd()) == folder.resolve()
+            ):
+                found.append(proc.pid)
+    return found
+
+
+def _reap_redis_servers(folder: Path) -> list[int]:
+    """Kill the redis-servers left working in ``folder``; returns their pids (for the assert)."""
+    left = _redis_servers(folder)
+    for pid in left:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)  # a test may have paused it
+            os.kill(pid, signal.SIGKILL)
+    return left
+
+
+@pytest.fixture
+def redis_servers() -> Callable[[Path], list[int]]:
+    """Lists the pids of the live embedded redis-servers of a data folder."""
+    return _redis_servers
+
+
+@pytest.fixture
+def reap_redis_servers() -> Callable[[Path], list[int]]:
+    """Kills the redis-servers a test left in a data folder and returns their pids."""
+    return _reap_redis_servers

@@ -22,9 +22,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-import psutil
 import pytest
 import yaml
 
@@ -75,24 +75,11 @@ def _users(folder: Path) -> set[int]:
     return {int(path.name.split("-")[0]) for path in (folder / "users").glob("*.lock")}
 
 
-def _servers(folder: Path) -> list[int]:
-    """Pids of the live redis-servers whose ``--dir`` is ``folder`` (a server changes into it;
-    its command line is rewritten to ``redis-server HOST:PORT``, so ``ps`` shows no --dir)."""
-    found = []
-    for proc in psutil.process_iter(["name"]):
-        with contextlib.suppress(psutil.Error):
-            if (
-                "redis-server" in (proc.info["name"] or "")
-                and proc.status() != psutil.STATUS_ZOMBIE
-                and Path(proc.cwd()) == folder.resolve()
-            ):
-                found.append(proc.pid)
-    return found
-
-
-def _no_server_within(folder: Path, seconds: float) -> list[int]:
+def _no_server_within(
+    folder: Path, seconds: float, redis_servers: Callable[[Path], list[int]]
+) -> list[int]:
     deadline = time.monotonic() + seconds
-    while (left := _servers(folder)) and time.monotonic() < deadline:
+    while (left := redis_servers(folder)) and time.monotonic() < deadline:
         time.sleep(0.2)
     return left
 
@@ -118,7 +105,14 @@ class _Seen:
     servers_when_a_left: list[int] = dataclasses.field(default_factory=list)
 
 
-def _watch(folder: Path, a: subprocess.Popen[str], b_pid: int, *, timeout_s: float) -> _Seen:
+def _watch(
+    folder: Path,
+    a: subprocess.Popen[str],
+    b_pid: int,
+    *,
+    timeout_s: float,
+    redis_servers: Callable[[Path], list[int]],
+) -> _Seen:
     """Looks at ``users/`` every 50 ms until job A's process has ended.
 
     A's use ends when its flow leaves ``job_redis``, seconds before its process exits (Prefect
@@ -135,14 +129,18 @@ def _watch(folder: Path, a: subprocess.Popen[str], b_pid: int, *, timeout_s: flo
         if a.pid in users:
             a_used = True
         elif a_used and seen.users_when_a_left is None:
-            seen.users_when_a_left, seen.servers_when_a_left = users, _servers(folder)
+            seen.users_when_a_left, seen.servers_when_a_left = users, redis_servers(folder)
         if ended:
             return seen
         assert time.monotonic() < deadline, f"job A did not end within {timeout_s:g} s"
         time.sleep(0.05)
 
 
-def test_two_jobs_share_the_embedded_redis_and_the_last_stops_it(tmp_path: Path) -> None:
+def test_two_jobs_share_the_embedded_redis_and_the_last_stops_it(
+    tmp_path: Path,
+    redis_servers: Callable[[Path], list[int]],
+    reap_redis_servers: Callable[[Path], list[int]],
+) -> None:
     home = tmp_path / "home"
     folder = home / "redis"
     spec_a = _spec(tmp_path, "share-a", trials=2, sleep=0.2, parallelism=1)
@@ -152,18 +150,17 @@ def test_two_jobs_share_the_embedded_redis_and_the_last_stops_it(tmp_path: Path)
         jobs.append(a := _start(spec_a, "share-a-1", home))
         time.sleep(B_DELAY_S)
         jobs.append(b := _start(spec_b, "share-b-1", home))
-        seen = _watch(folder, a, b.pid, timeout_s=480)
+        seen = _watch(folder, a, b.pid, timeout_s=480, redis_servers=redis_servers)
         b.wait(timeout=480)
-        left = _no_server_within(folder, 10.0)
+        left = _no_server_within(folder, 10.0, redis_servers)
     finally:
         for job in jobs:
             if job.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(job.pid, signal.SIGKILL)
                 job.wait()
-        for pid in _servers(folder) if folder.exists() else []:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        if folder.exists():
+            reap_redis_servers(folder)
 
     out_a, err_a = _output(spec_a)
     out_b, err_b = _output(spec_b)

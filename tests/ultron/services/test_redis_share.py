@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import psutil
 import pytest
 import redis
 from redis.backoff import NoBackoff
@@ -29,33 +27,17 @@ def _pid_of(url: str) -> int:
         client.close()
 
 
-def _servers(folder: Path) -> list[int]:
-    """Pids of the live redis-servers working in ``folder`` (a server changes into its --dir)."""
-    found = []
-    for proc in psutil.process_iter(["name"]):
-        with contextlib.suppress(psutil.Error):
-            if (
-                "redis-server" in (proc.info["name"] or "")
-                and proc.status() != psutil.STATUS_ZOMBIE
-                and Path(proc.cwd()) == folder.resolve()
-            ):
-                found.append(proc.pid)
-    return found
-
-
 @pytest.fixture
-def folder(tmp_path: Path) -> Iterator[Path]:
+def folder(tmp_path: Path, reap_redis_servers: Callable[[Path], list[int]]) -> Iterator[Path]:
     """The data folder of a test's embedded server; no server of it outlives the test."""
     yield tmp_path
-    left = _servers(tmp_path)
-    for pid in left:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGCONT)
-            os.kill(pid, signal.SIGKILL)
+    left = reap_redis_servers(tmp_path)
     assert left == [], f"redis-server(s) {left} left running in {tmp_path}"
 
 
-def test_ensure_reuses_a_live_server_and_the_last_use_stops_it(folder: Path) -> None:
+def test_ensure_reuses_a_live_server_and_the_last_use_stops_it(
+    folder: Path, redis_servers: Callable[[Path], list[int]]
+) -> None:
     first = ensure_embedded_redis(folder, appendonly=False)
     assert first.started
     state = json.loads((folder / "redis.json").read_text())
@@ -68,7 +50,7 @@ def test_ensure_reuses_a_live_server_and_the_last_use_stops_it(folder: Path) -> 
     assert first.release() is False  # idempotent
     assert second.release() is True
     assert not (folder / "redis.json").exists()
-    assert _servers(folder) == []
+    assert redis_servers(folder) == []
     with pytest.raises(redis.ConnectionError):
         redis.Redis.from_url(first.url).ping()
     third = ensure_embedded_redis(folder, appendonly=False)
@@ -87,7 +69,9 @@ def test_ensure_ignores_a_server_with_another_pid(folder: Path, redis_url: str) 
     assert redis.Redis.from_url(redis_url).ping() is True  # the other server is untouched
 
 
-def test_ensure_replaces_a_killed_server_on_its_port(folder: Path) -> None:
+def test_ensure_replaces_a_killed_server_on_its_port(
+    folder: Path, redis_servers: Callable[[Path], list[int]]
+) -> None:
     first = ensure_embedded_redis(folder, appendonly=False)
     os.kill(first.pid, signal.SIGKILL)
     second = ensure_embedded_redis(folder, appendonly=False)
@@ -97,10 +81,12 @@ def test_ensure_replaces_a_killed_server_on_its_port(folder: Path) -> None:
     assert json.loads((folder / "redis.json").read_text())["pid"] == second.pid
     assert first.release() is False
     assert second.release() is True
-    assert _servers(folder) == []
+    assert redis_servers(folder) == []
 
 
-def test_concurrent_callers_start_one_server(folder: Path) -> None:
+def test_concurrent_callers_start_one_server(
+    folder: Path, redis_servers: Callable[[Path], list[int]]
+) -> None:
     callers = 6
     barrier = threading.Barrier(callers)
     uses: list[EmbeddedRedisUse] = []
@@ -118,13 +104,15 @@ def test_concurrent_callers_start_one_server(folder: Path) -> None:
         assert len(uses) == callers
         assert sum(use.started for use in uses) == 1
         assert len({(use.url, use.pid) for use in uses}) == 1
-        assert len(_servers(folder)) == 1
+        assert len(redis_servers(folder)) == 1
     finally:
         stopped = [use.release() for use in uses]
     assert stopped == [False] * (callers - 1) + [True]
 
 
-def test_a_mute_server_is_not_replaced(folder: Path) -> None:
+def test_a_mute_server_is_not_replaced(
+    folder: Path, redis_servers: Callable[[Path], list[int]]
+) -> None:
     """A server that does not answer (here: stopped by SIGSTOP) but lives is never doubled."""
     use = ensure_embedded_redis(folder, appendonly=False)
     os.kill(use.pid, signal.SIGSTOP)
@@ -134,14 +122,16 @@ def test_a_mute_server_is_not_replaced(folder: Path) -> None:
         message = str(raised.value)
         assert f"pid {use.pid}" in message and "did not answer PING within 1 s" in message
         assert f"kill {use.pid}" in message and "not replaced while it runs" in message
-        assert _servers(folder) == [use.pid]
+        assert redis_servers(folder) == [use.pid]
     finally:
         os.kill(use.pid, signal.SIGCONT)
     assert use.release() is True  # the failed call left no use behind
-    assert _servers(folder) == []
+    assert redis_servers(folder) == []
 
 
-def test_a_loading_server_is_waited_for_not_replaced(folder: Path) -> None:
+def test_a_loading_server_is_waited_for_not_replaced(
+    folder: Path, redis_servers: Callable[[Path], list[int]]
+) -> None:
     """A server reloading its append-only file answers LOADING or nothing for seconds."""
     use = ensure_embedded_redis(folder)
     client = redis.Redis.from_url(use.url)
@@ -168,7 +158,7 @@ def test_a_loading_server_is_waited_for_not_replaced(folder: Path) -> None:
             redis.Redis.from_url(use.url, socket_timeout=0.5, retry=Retry(NoBackoff(), 0)).ping()
         second = ensure_embedded_redis(folder)
         assert (second.url, second.pid, second.started) == (use.url, use.pid, False)
-        assert _servers(folder) == [use.pid]
+        assert redis_servers(folder) == [use.pid]
         assert client.dbsize() == 20_000
     finally:
         reload.join(timeout=120)
@@ -178,13 +168,15 @@ def test_a_loading_server_is_waited_for_not_replaced(folder: Path) -> None:
     assert use.release() is True
 
 
-def test_an_unrecorded_server_is_adopted_not_doubled(folder: Path) -> None:
+def test_an_unrecorded_server_is_adopted_not_doubled(
+    folder: Path, redis_servers: Callable[[Path], list[int]]
+) -> None:
     """redis.json lost while its server runs (the old bug): the server is found, not doubled."""
     use = ensure_embedded_redis(folder, appendonly=False)
     (folder / "redis.json").unlink()
     second = ensure_embedded_redis(folder)
     assert (second.url, second.pid, second.started) == (use.url, use.pid, False)
     assert json.loads((folder / "redis.json").read_text()) == {"url": use.url, "pid": use.pid}
-    assert _servers(folder) == [use.pid]
+    assert redis_servers(folder) == [use.pid]
     assert use.release() is False
     assert second.release() is True

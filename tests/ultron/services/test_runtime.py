@@ -17,11 +17,10 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 import redis
 
@@ -118,29 +117,11 @@ class _User:
                     pipe.close()
 
 
-def _servers(folder: Path) -> list[int]:
-    """Pids of the live redis-servers working in ``folder``."""
-    found = []
-    for proc in psutil.process_iter(["name"]):
-        with contextlib.suppress(psutil.Error):
-            if (
-                "redis-server" in (proc.info["name"] or "")
-                and proc.status() != psutil.STATUS_ZOMBIE
-                and Path(proc.cwd()) == folder.resolve()
-            ):
-                found.append(proc.pid)
-    return found
-
-
 @pytest.fixture
-def home(tmp_path: Path) -> Iterator[Path]:
+def home(tmp_path: Path, reap_redis_servers: Callable[[Path], list[int]]) -> Iterator[Path]:
     """An ULTRON_HOME for the test's user processes; none of their servers outlives the test."""
     yield tmp_path
-    left = _servers(tmp_path / "redis")
-    for pid in left:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGCONT)
-            os.kill(pid, signal.SIGKILL)
+    left = reap_redis_servers(tmp_path / "redis")
     assert left == [], f"redis-server(s) {left} left running in {tmp_path / 'redis'}"
 
 
@@ -155,26 +136,30 @@ def _users(home: Path, count: int) -> Iterator[list[_User]]:
 
 
 @pytest.mark.slow
-def test_the_starter_leaves_first_and_the_last_user_stops_the_server(home: Path) -> None:
+def test_the_starter_leaves_first_and_the_last_user_stops_the_server(
+    home: Path, redis_servers: Callable[[Path], list[int]]
+) -> None:
     with _users(home, 2) as (first, second):
         got_first = first.enter()
         got_second = second.enter()
         assert got_second == got_first
-        assert _servers(home / "redis") == [got_first["pid"]]
+        assert redis_servers(home / "redis") == [got_first["pid"]]
         first.leave()  # the process that started the server ends first
         assert second.ask("set kept yes") == "ok"
         assert second.ask("get kept") == "yes"
         assert (home / "redis" / "redis.json").exists()
-        assert _servers(home / "redis") == [got_first["pid"]]
+        assert redis_servers(home / "redis") == [got_first["pid"]]
         second.leave()
-    assert _servers(home / "redis") == []
+    assert redis_servers(home / "redis") == []
     assert not (home / "redis" / "redis.json").exists()
     with pytest.raises(redis.ConnectionError):
         redis.Redis.from_url(got_first["url"]).ping()
 
 
 @pytest.mark.slow
-def test_a_killed_starter_does_not_count_and_its_server_is_reused(home: Path) -> None:
+def test_a_killed_starter_does_not_count_and_its_server_is_reused(
+    home: Path, redis_servers: Callable[[Path], list[int]]
+) -> None:
     with _users(home, 2) as (starter, later):
         got = starter.enter()
         assert starter.ask("set kept yes") == "ok"
@@ -184,24 +169,28 @@ def test_a_killed_starter_does_not_count_and_its_server_is_reused(home: Path) ->
         assert later.enter() == got
         assert later.ask("get kept") == "yes"
         later.leave()  # the dead starter is no user: this was the last one
-    assert _servers(home / "redis") == []
+    assert redis_servers(home / "redis") == []
 
 
 @pytest.mark.slow
-def test_three_concurrent_starts_give_one_server(home: Path) -> None:
+def test_three_concurrent_starts_give_one_server(
+    home: Path, redis_servers: Callable[[Path], list[int]]
+) -> None:
     with _users(home, 3) as users:
         for user in users:  # all three are imported and waiting: start them together
             user.say("go")
         got = [json.loads(user.line()) for user in users]
         assert len({(g["url"], g["pid"]) for g in got}) == 1
-        assert _servers(home / "redis") == [got[0]["pid"]]
+        assert redis_servers(home / "redis") == [got[0]["pid"]]
         for user in users:
             user.leave()
-    assert _servers(home / "redis") == []
+    assert redis_servers(home / "redis") == []
 
 
 @pytest.mark.slow
-def test_a_mute_server_is_waited_for_not_replaced(home: Path) -> None:
+def test_a_mute_server_is_waited_for_not_replaced(
+    home: Path, redis_servers: Callable[[Path], list[int]]
+) -> None:
     """A live server that does not answer for a while (loading, busy; here SIGSTOP) is waited
     for: a second server over its append-only file would corrupt it."""
     with _users(home, 2) as (first, second):
@@ -211,14 +200,14 @@ def test_a_mute_server_is_waited_for_not_replaced(home: Path) -> None:
             second.say("go")
             with pytest.raises(AssertionError, match="said nothing"):
                 second.line(timeout_s=3.0)  # still waiting for the mute server
-            assert _servers(home / "redis") == [got["pid"]]
+            assert redis_servers(home / "redis") == [got["pid"]]
         finally:
             os.kill(got["pid"], signal.SIGCONT)
         assert json.loads(second.line()) == got
-        assert _servers(home / "redis") == [got["pid"]]
+        assert redis_servers(home / "redis") == [got["pid"]]
         first.leave()
         second.leave()
-    assert _servers(home / "redis") == []
+    assert redis_servers(home / "redis") == []
 
 
 def _closed_port() -> int:
