@@ -9,7 +9,6 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from multiprocessing.process import BaseProcess
 from pathlib import Path
@@ -26,26 +25,6 @@ MAX_UNITS = 10
 UNITS = 3  # e.g. parallelism 3 x 1 GPU per trial
 WORKERS = 50
 CONTENTION_S = 1.5
-
-
-@pytest.fixture
-def namespace() -> str:
-    """Keys of one test, apart from every other test's on the shared server."""
-    return f"test-{uuid.uuid4().hex[:12]}"
-
-
-@pytest.fixture
-def limiter(redis_client: redis.Redis, namespace: str) -> ResourceLimiter:
-    return ResourceLimiter(redis_client, max_units=MAX_UNITS, namespace=namespace)
-
-
-def _poll(condition: Callable[[], bool], *, timeout_s: float, every_s: float = 0.05) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(every_s)
-    return condition()
 
 
 def test_acquire_release_and_holders(limiter: ResourceLimiter) -> None:
@@ -131,16 +110,18 @@ def test_per_tenant_limit(redis_client: redis.Redis, namespace: str) -> None:
     assert team_a.in_use() == 0
 
 
-def test_unrenewed_lease_expires(limiter: ResourceLimiter) -> None:
+def test_unrenewed_lease_expires(limiter: ResourceLimiter, poll: Callable[..., bool]) -> None:
     lease = limiter.acquire("job-a", MAX_UNITS, ttl_s=0.2)
     assert lease is not None
-    assert _poll(lambda: limiter.in_use() == 0, timeout_s=5)
+    assert poll(lambda: limiter.in_use() == 0, timeout_s=5)
     assert limiter.renew(lease) is False
     assert limiter.release(lease) is False
     assert limiter.holders() == {}
 
 
-def test_lease_keeper_renews_and_reports_loss(limiter: ResourceLimiter) -> None:
+def test_lease_keeper_renews_and_reports_loss(
+    limiter: ResourceLimiter, poll: Callable[..., bool]
+) -> None:
     lease = limiter.acquire("job-a", UNITS, ttl_s=0.3)
     assert lease is not None
     with LeaseKeeper(limiter, lease) as keeper:
@@ -152,7 +133,7 @@ def test_lease_keeper_renews_and_reports_loss(limiter: ResourceLimiter) -> None:
         limiter, lease, interval_s=0.05, on_lost=lambda gone: lost.append(gone.job_id)
     )
     with keeper:
-        assert _poll(lambda: keeper.lost, timeout_s=5)
+        assert poll(lambda: keeper.lost, timeout_s=5)
     assert lost == ["job-a"]
 
 
@@ -225,14 +206,17 @@ def _contend(url: str, namespace: str, worker: int, blocking: bool) -> None:
 
 
 def _run_contention(
-    redis_url: str, namespace: str, workers: list[threading.Thread] | list[BaseProcess]
+    redis_url: str,
+    namespace: str,
+    workers: list[threading.Thread] | list[BaseProcess],
+    poll: Callable[..., bool],
 ) -> None:
     """Starts the workers, lets them contend while sampling ``in_use``, then checks the books."""
     client = redis.Redis.from_url(redis_url, decode_responses=True)
     monitor = ResourceLimiter(client, max_units=MAX_UNITS, namespace=namespace)
     for worker in workers:
         worker.start()
-    assert _poll(lambda: int(client.get(f"{namespace}:ready") or 0) == WORKERS, timeout_s=60)
+    assert poll(lambda: int(client.get(f"{namespace}:ready") or 0) == WORKERS, timeout_s=60)
     samples: list[tuple[int, int]] = []
     done = threading.Event()
 
@@ -260,16 +244,18 @@ def _run_contention(
     client.close()
 
 
-def test_50_threads_never_exceed_max(redis_url: str, namespace: str) -> None:
+def test_50_threads_never_exceed_max(
+    redis_url: str, namespace: str, poll: Callable[..., bool]
+) -> None:
     threads = [
         threading.Thread(target=_contend, args=(redis_url, namespace, i, True))
         for i in range(WORKERS)
     ]
-    _run_contention(redis_url, namespace, threads)
+    _run_contention(redis_url, namespace, threads, poll)
 
 
 def test_50_processes_never_exceed_max(
-    redis_url: str, namespace: str, monkeypatch: pytest.MonkeyPatch
+    redis_url: str, namespace: str, monkeypatch: pytest.MonkeyPatch, poll: Callable[..., bool]
 ) -> None:
     # The children import _contend by this module's name, tests.ultron.services.test_limiter:
     # from the repository's root (pytest's importlib mode leaves it off sys.path).
@@ -283,7 +269,7 @@ def test_50_processes_never_exceed_max(
         context.Process(target=_contend, args=(redis_url, namespace, i, False))
         for i in range(WORKERS)
     ]
-    _run_contention(redis_url, namespace, procs)
+    _run_contention(redis_url, namespace, procs, poll)
     assert [proc.exitcode for proc in procs] == [0] * WORKERS
 
 
@@ -303,7 +289,10 @@ time.sleep(600)
 
 
 def test_killed_holder_gives_units_back_after_ttl(
-    redis_url: str, limiter: ResourceLimiter, namespace: str
+    redis_url: str,
+    limiter: ResourceLimiter,
+    namespace: str,
+    poll: Callable[..., bool],
 ) -> None:
     holder = subprocess.Popen(
         [sys.executable, "-c", _HOLDER, redis_url, namespace, str(MAX_UNITS)],
@@ -327,185 +316,5 @@ def test_killed_holder_gives_units_back_after_ttl(
             holder.wait()
     assert limiter.in_use() == MAX_UNITS  # still held right after the kill
     assert limiter.acquire("newcomer", MAX_UNITS) is None
-    assert _poll(lambda: limiter.acquire("newcomer", MAX_UNITS) is not None, timeout_s=10)
+    assert poll(lambda: limiter.acquire("newcomer", MAX_UNITS) is not None, timeout_s=10)
     assert list(limiter.holders()) == ["newcomer"]
-
-
-# Fair waiting: first come first served within a tenant, turns across tenants, no starvation.
-
-
-def _tenant(
-    redis_client: redis.Redis, namespace: str, tenant: str, tenant_max_units: int | None = None
-) -> ResourceLimiter:
-    return ResourceLimiter(
-        redis_client,
-        max_units=MAX_UNITS,
-        namespace=namespace,
-        tenant=tenant,
-        tenant_max_units=tenant_max_units,
-    )
-
-
-def test_waiters_of_a_tenant_are_served_first_come_first_served(
-    redis_client: redis.Redis, namespace: str
-) -> None:
-    team = _tenant(redis_client, namespace, "a")
-    hog = _tenant(redis_client, namespace, "x").acquire("hog", MAX_UNITS)
-    assert hog is not None
-    for job in ("a-1", "a-2", "a-3"):
-        assert team.acquire(job, UNITS, queue=True) is None
-    assert [w.job_id for w in team.waiters()] == ["a-1", "a-2", "a-3"]
-    assert all(w.tenant == "a" and w.units == UNITS for w in team.waiters())
-    team.release(hog)
-    # All three fit now (9 <= 10), but a job takes units only when those before it have.
-    assert team.acquire("a-3", UNITS, queue=True) is None
-    assert team.acquire("a-2", UNITS, queue=True) is None
-    assert team.acquire("late", 1) is None  # a newcomer arrives after every waiter
-    first = team.acquire("a-1", UNITS, queue=True)
-    assert first is not None and [w.job_id for w in team.waiters()] == ["a-2", "a-3"]
-    assert team.acquire("a-3", UNITS, queue=True) is None
-    assert team.acquire("a-2", UNITS, queue=True) is not None
-    assert team.acquire("a-3", UNITS, queue=True) is not None
-    assert team.waiters() == [] and team.in_use() == 3 * UNITS
-    since = team.holders()["a-1"].since
-    assert abs(since - time.time()) < 60  # when it was granted, by the server's clock
-
-
-def test_a_big_job_is_not_overtaken_by_small_ones_of_its_tenant(
-    redis_client: redis.Redis, namespace: str
-) -> None:
-    team = _tenant(redis_client, namespace, "a")
-    holder = team.acquire("holder", 5)
-    assert holder is not None
-    assert team.acquire("big", 8, queue=True) is None  # 5 + 8 > 10
-    for i in range(5):  # each would fit (5 + 2 <= 10), and each waits behind the big job
-        assert team.acquire(f"small-{i}", 2, queue=True) is None
-    team.release(holder)
-    assert team.acquire("small-0", 2, queue=True) is None
-    assert team.acquire("big", 8, queue=True) is not None
-    assert team.acquire("small-0", 2, queue=True) is not None
-
-
-def test_no_tenant_is_starved_by_another_tenants_stream(
-    redis_client: redis.Redis, namespace: str
-) -> None:
-    team_a, team_b = _tenant(redis_client, namespace, "a"), _tenant(redis_client, namespace, "b")
-    running = [team_b.acquire(f"b-{i}", 5) for i in range(2)]  # tenant b fills the cluster
-    assert None not in running
-    for i in range(2, 6):  # and queues four more jobs before tenant a's first one arrives
-        assert team_b.acquire(f"b-{i}", 5, queue=True) is None
-    assert team_a.acquire("a-1", 5, queue=True) is None
-    first, second = running
-    assert first is not None and second is not None
-    team_b.release(first)
-    # b's next job arrived earlier, but tenant a has had no turn since tenant b's last one.
-    assert team_b.acquire("b-2", 5, queue=True) is None
-    assert team_a.acquire("a-1", 5, queue=True) is not None
-    team_b.release(second)
-    assert team_b.acquire("b-2", 5, queue=True) is not None
-    holders = team_a.holders()
-    assert sorted(holders) == ["a-1", "b-2"]
-    assert [w.job_id for w in team_a.waiters()] == ["b-3", "b-4", "b-5"]
-
-
-def test_a_big_job_is_not_starved_by_another_tenants_small_ones(
-    redis_client: redis.Redis, namespace: str
-) -> None:
-    team_a, team_b = _tenant(redis_client, namespace, "a"), _tenant(redis_client, namespace, "b")
-    small = [team_b.acquire(f"b-{i}", 2) for i in range(2)]
-    assert team_a.acquire("big", 8, queue=True) is None  # 4 + 8 > 10
-    stream = iter(range(2, 100))
-    for lease in small:
-        # A stream of small jobs would fit beside the holders, and each waits: the units the
-        # big job needs gather as the holders release.
-        assert team_b.acquire(f"b-{next(stream)}", 2) is None
-        assert team_b.acquire(f"b-{next(stream)}", 2, queue=True) is None
-        assert lease is not None
-        team_b.release(lease)
-    assert team_a.acquire("big", 8, queue=True) is not None
-    assert team_b.in_use() == 8
-    assert team_b.acquire("b-3", 2, queue=True) is not None  # room for b beside it: no wait
-
-
-def test_a_head_held_back_by_its_own_tenant_limit_holds_back_no_one_else(
-    redis_client: redis.Redis, namespace: str
-) -> None:
-    team_a = _tenant(redis_client, namespace, "a", tenant_max_units=3)
-    team_b = _tenant(redis_client, namespace, "b")
-    a_1 = team_a.acquire("a-1", 3)
-    b_0 = team_b.acquire("b-0", 3)
-    assert a_1 is not None and b_0 is not None
-    team_b.release(b_0)  # tenant a's turn now comes before tenant b's
-    assert team_a.acquire("a-2", 3, queue=True) is None  # a's limit: 3 + 3 > 3
-    assert team_b.acquire("b-1", 3, queue=True) is not None  # a-2 waits for a's own units
-    team_a.release(a_1)
-    assert team_a.acquire("a-2", 3, queue=True) is not None
-
-
-def test_a_wait_that_ends_leaves_the_queue(limiter: ResourceLimiter) -> None:
-    hog = limiter.acquire("hog", MAX_UNITS)
-    assert hog is not None
-    with pytest.raises(ResourceTimeoutError):
-        limiter.acquire_blocking("job-a", UNITS, timeout_s=0.2, retry_delay_s=0.05)
-    assert limiter.waiters() == []
-    assert limiter.acquire("job-b", UNITS, queue=True) is None
-    assert limiter.leave_queue("job-b") is True and limiter.waiters() == []
-    limiter.release(hog)
-
-
-_WAITER = """
-import sys, redis
-from ultron.services.limiter import ResourceLimiter
-url, namespace = sys.argv[1], sys.argv[2]
-limiter = ResourceLimiter(redis.Redis.from_url(url), max_units=10, namespace=namespace)
-limiter.acquire_blocking("ghost", 3, ttl_s=1.0, timeout_s=600, retry_delay_s=0.1)
-"""
-
-
-def test_a_waiter_whose_process_died_leaves_the_queue_after_its_ttl(
-    redis_url: str, limiter: ResourceLimiter, namespace: str
-) -> None:
-    hog = limiter.acquire("hog", MAX_UNITS, ttl_s=60)
-    assert hog is not None
-    waiter = subprocess.Popen([sys.executable, "-c", _WAITER, redis_url, namespace])
-    try:
-        assert _poll(lambda: [w.job_id for w in limiter.waiters()] == ["ghost"], timeout_s=30)
-        time.sleep(1.5)  # past one TTL alive: its attempts keep its place
-        assert [w.job_id for w in limiter.waiters()] == ["ghost"]
-        waiter.send_signal(signal.SIGKILL)
-        waiter.wait(timeout=10)
-    finally:
-        if waiter.poll() is None:
-            waiter.kill()
-            waiter.wait()
-    limiter.release(hog)
-    assert limiter.acquire("next", UNITS, queue=True) is None  # the dead waiter is still first
-    assert _poll(lambda: limiter.acquire("next", UNITS, queue=True) is not None, timeout_s=10)
-    assert limiter.waiters() == [] and list(limiter.holders()) == ["next"]
-
-
-def test_waiters_are_woken_by_news_not_by_their_next_retry(limiter: ResourceLimiter) -> None:
-    # Their next retries are 30 s away, after their 20 s timeout: only the news that units
-    # were released (for a-1) and that a-2 heads its tenant's queue now can get them granted.
-    hog = limiter.acquire("hog", MAX_UNITS)
-    assert hog is not None
-    results: dict[str, object] = {}
-
-    def wait(job_id: str) -> None:
-        try:
-            results[job_id] = limiter.acquire_blocking(
-                job_id, UNITS, ttl_s=120, timeout_s=20, retry_delay_s=30, max_delay_s=30
-            )
-        except ResourceTimeoutError as exc:
-            results[job_id] = exc
-
-    threads = [threading.Thread(target=wait, args=(job_id,)) for job_id in ("a-1", "a-2")]
-    for queued, thread in enumerate(threads, 1):  # a-1 first: a-2 waits behind it
-        thread.start()
-        assert _poll(lambda: len(limiter.waiters()) == queued, timeout_s=10)  # noqa: B023
-    assert [w.job_id for w in limiter.waiters()] == ["a-1", "a-2"]
-    limiter.release(hog)
-    for thread in threads:
-        thread.join(timeout=30)
-    assert all(isinstance(results.get(job_id), Lease) for job_id in ("a-1", "a-2")), results
-    assert sorted(limiter.holders()) == ["a-1", "a-2"] and limiter.waiters() == []
