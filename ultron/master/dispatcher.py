@@ -106,6 +106,7 @@ class TrialDispatcher:
             if self.spec.early_stopping
             else 30.0,
             memory_limit=_memory_limit(self.spec.resources.memory),
+            deterministic=self.spec.deterministic,
         )
 
     def start(self, *requests: TrialRequest) -> None:

@@ -143,6 +143,12 @@ class JobSpec(Strict):
 
     name: str = Field(default="hpo-job", min_length=1, description="Name of the job.")
     seed: int = Field(default=0, ge=0, description="Seed of the strategy and of every trial.")
+    deterministic: bool = Field(
+        default=False,
+        description="Make PyTorch and TensorFlow deterministic in every trial (deterministic "
+        "kernels, seeded from the trial's seed): the same spec and seed give the same scores "
+        "in batch mode, at some cost in speed.",
+    )
     code: Path = Field(
         description="The user's code base: a folder or a .tar.gz with setup.py or pyproject.toml."
     )

@@ -35,6 +35,7 @@ from typing import Any
 
 from ultron.containerize.usercode import claim_names
 from ultron.model import TrialContext, set_current_trial
+from ultron.worker.determinism import apply_determinism
 from ultron.worker.isolation import become_subreaper, end_descendants, limit_memory
 
 __all__ = ["main"]
@@ -214,6 +215,7 @@ def run_one(request: dict[str, Any], models: dict[str, Any]) -> dict[str, Any]:
         model_class = _load_model_class(request["model"], models)
         os.makedirs(request["checkpoint_path"], exist_ok=True)
         _seed_everything(int(request["seed"]))
+        apply_determinism(int(request["seed"]), enabled=bool(request.get("deterministic")))
         if request.get("data") is not None:
             _data_service(request)
         value = model_class().score(

@@ -83,6 +83,8 @@ class TrialRequest(_Serial):
     code_paths: tuple[str, ...] = ()
     # The spec's resources.memory in bytes: the operating system holds the trial process to it.
     memory_limit: int | None = None
+    # The spec's deterministic: PyTorch and TensorFlow are made deterministic for the trial.
+    deterministic: bool = False
 
 
 @dataclass(frozen=True)
