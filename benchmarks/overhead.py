@@ -1,30 +1,43 @@
-"""Orchestration overhead: N trials of a fixed sleep at parallelism P, against the ideal.
+"""Orchestration overhead: N trials of a fixed sleep at parallelism P, ours and Optuna's.
 
-The ideal search time is ``N x sleep / P``. The script runs the same job side by side with
-warm trial processes (the default) in the batch loop and in the async loop, and with a fresh
-interpreter per trial (the baseline that isolation would cost without warm processes), and
-prints the overhead of each as a ratio to the ideal. The search time is the ``search_loop``
-task's; the whole job adds the cluster start-up and Prefect's own.
+The ideal search time is ``N x sleep / P``; a mode's overhead is ``wall / ideal - 1``. In one
+run, with the same N, sleep and P, the script times:
 
+- our batch loop and our async loop (warm trial processes), the ``search_loop`` task's time;
+- Optuna's journal storage (``JournalStorage`` over a ``JournalFileBackend``) with one process
+  per worker, P processes each running ``study.optimize`` on the same objective (the sleep),
+  N trials in all; timed from the moment every process is ready to the last one's end;
+- optionally (``--baseline``) our batch loop with a fresh interpreter per trial, the cost of
+  isolation without warm processes.
+
+It prints each overhead and the ratio of ours to Optuna's for both loops. The whole job adds
+the cluster's start and Prefect's own: the last column.
+
+    python -m benchmarks.overhead                                    # small: 2-core machines
     python -m benchmarks.overhead --trials 200 --sleep 0.5 --parallelism 8
+    python -m benchmarks.overhead --trials 1000 --sleep 1 --parallelism 16
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import tempfile
+import time
 import uuid
 from pathlib import Path
-
-import ultron
+from typing import Any
 
 HERE = Path(__file__).parent
 
 
-def run_once(
+def run_ours(
     trials: int, sleep: float, parallelism: int, *, fresh: bool, loop: str, storage: str
-) -> dict:
+) -> dict[str, Any]:
+    """One job of ``trials`` sleeps through ``ultron.run``; its search time and overhead."""
+    import ultron
+
     os.environ["ULTRON_FRESH_TRIAL_PROCESS"] = "1" if fresh else "0"
     spec = {
         "name": f"overhead-{loop}-{'fresh' if fresh else 'warm'}",
@@ -42,46 +55,124 @@ def run_once(
         "storage": storage,
     }
     result = ultron.run(spec)
-    ideal = trials * sleep / parallelism
     assert result.cache_hits == 0, "the score cache must not answer a benchmark trial"
+    ideal = trials * sleep / parallelism
     search = result.timings["search_loop"]
-    total = sum(result.timings.values())
     return {
-        "mode": f"{loop} loop, " + ("fresh process per trial" if fresh else "warm processes"),
+        "mode": f"ultron {loop} loop" + (", fresh process per trial" if fresh else ""),
+        "loop": loop if not fresh else "",
         "trials": len(result.trials),
-        "ideal": ideal,
         "search": search,
-        "total": total,
+        "total": sum(result.timings.values()),
         "overhead": search / ideal - 1.0,
-        "timings": result.timings,
     }
+
+
+def _optuna_worker(path: str, study_name: str, n_trials: int, sleep: float, ready: Any) -> None:
+    """One of Optuna's worker processes: load the shared study, wait for the start, optimize."""
+    import optuna
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    storage = JournalStorage(JournalFileBackend(path))
+    study = optuna.load_study(study_name=study_name, storage=storage)
+
+    def objective(trial: optuna.Trial) -> float:
+        x = trial.suggest_float("x", 0.0, 1.0)
+        time.sleep(sleep)
+        return x
+
+    ready.wait()
+    study.optimize(objective, n_trials=n_trials)
+
+
+def run_optuna_journal(trials: int, sleep: float, parallelism: int, folder: str) -> dict[str, Any]:
+    """Optuna's journal storage, one process per worker, ``trials`` in all; its overhead."""
+    import optuna
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    path = os.path.join(folder, f"optuna-{uuid.uuid4().hex}.log")
+    name = "overhead"
+    optuna.create_study(study_name=name, storage=JournalStorage(JournalFileBackend(path)))
+    context = multiprocessing.get_context("spawn")  # as Optuna's docs run it: fresh processes
+    ready = context.Barrier(parallelism + 1)
+    # N trials in all, split as evenly as the P processes allow.
+    shares = [trials // parallelism + (i < trials % parallelism) for i in range(parallelism)]
+    started_all = time.monotonic()
+    workers = [
+        context.Process(target=_optuna_worker, args=(path, name, share, sleep, ready))
+        for share in shares
+    ]
+    for worker in workers:
+        worker.start()
+    ready.wait()
+    started = time.monotonic()
+    for worker in workers:
+        worker.join()
+    ended = time.monotonic()
+    if any(worker.exitcode for worker in workers):
+        raise RuntimeError("an Optuna worker process failed")
+    study = optuna.load_study(study_name=name, storage=JournalStorage(JournalFileBackend(path)))
+    done = len(study.get_trials(deepcopy=False))
+    ideal = trials * sleep / parallelism
+    return {
+        "mode": "optuna journal, process per worker",
+        "loop": "",
+        "trials": done,
+        "search": ended - started,
+        "total": ended - started_all,
+        "overhead": (ended - started) / ideal - 1.0,
+    }
+
+
+def table(rows: list[dict[str, Any]], trials: int, sleep: float, parallelism: int) -> str:
+    """The side-by-side table, with the ratio of each of our loops' overhead to Optuna's."""
+    ideal = trials * sleep / parallelism
+    lines = [
+        f"N={trials} trials of {sleep} s at P={parallelism}; ideal search time {ideal:.2f} s "
+        f"({os.cpu_count()} CPU cores)",
+        f"{'mode':<38}{'trials':>7}{'search s':>10}{'overhead':>10}{'whole s':>9}",
+    ]
+    for row in rows:
+        lines.append(
+            f"{row['mode']:<38}{row['trials']:>7}{row['search']:>10.2f}"
+            f"{row['overhead']:>10.1%}{row['total']:>9.2f}"
+        )
+    peer = next((r for r in rows if r["mode"].startswith("optuna")), None)
+    for row in rows:
+        if peer is not None and row["loop"]:
+            ratio = row["overhead"] / peer["overhead"] if peer["overhead"] > 0 else float("inf")
+            lines.append(
+                f"overhead ratio ultron {row['loop']} / optuna journal: {ratio:.2f} "
+                f"({row['overhead']:.1%} / {peer['overhead']:.1%})"
+            )
+    return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trials", type=int, default=200)
-    parser.add_argument("--sleep", type=float, default=0.5)
-    parser.add_argument("--parallelism", type=int, default=8)
-    parser.add_argument("--loops", nargs="+", default=["batch", "async"])
-    parser.add_argument("--skip-baseline", action="store_true")
+    parser.add_argument("--trials", type=int, default=40, help="N, trials per mode")
+    parser.add_argument("--sleep", type=float, default=0.5, help="seconds each trial sleeps")
+    parser.add_argument("--parallelism", type=int, default=2, help="P, trials at once")
+    loops = ["batch", "async"]
+    parser.add_argument("--loops", nargs="+", default=loops, choices=loops)
+    parser.add_argument("--skip-optuna", action="store_true", help="time only our loops")
+    parser.add_argument(
+        "--baseline", action="store_true", help="also a fresh trial process per trial"
+    )
     args = parser.parse_args()
     storage = tempfile.mkdtemp(prefix="ultron-overhead-")
     shape = (args.trials, args.sleep, args.parallelism)
-    rows = [run_once(*shape, fresh=False, loop=loop, storage=storage) for loop in args.loops]
-    if not args.skip_baseline:
-        rows.append(run_once(*shape, fresh=True, loop="batch", storage=storage))
-    print(
-        f"\nN={args.trials} trials of {args.sleep} s at P={args.parallelism}; "
-        f"ideal search time {rows[0]['ideal']:.2f} s ({os.cpu_count()} CPU cores)"
-    )
-    print(f"{'mode':<34}{'search s':>10}{'ratio':>8}{'overhead':>10}{'whole job s':>13}")
-    for row in rows:
-        print(
-            f"{row['mode']:<34}{row['search']:>10.2f}{row['search'] / row['ideal']:>8.3f}"
-            f"{row['overhead']:>10.1%}{row['total']:>13.2f}"
-        )
-    for row in rows:
-        print(f"  {row['mode']}: task timings {row['timings']}")
+    rows = [run_ours(*shape, fresh=False, loop=loop, storage=storage) for loop in args.loops]
+    if args.baseline:
+        rows.append(run_ours(*shape, fresh=True, loop="batch", storage=storage))
+    if not args.skip_optuna:
+        rows.append(run_optuna_journal(*shape, storage))
+    print()
+    print(table(rows, *shape))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,144 @@
+"""Time to first trial: from the ``ultron.run`` call to the model's first ``score`` call.
+
+Runs a one-trial job twice, each in a fresh process as a user's ``ultron run`` would: the first
+builds (or reuses) the trial environment, the second is measured with warm caches. The model
+(``benchmarks/stamp_model``) writes ``time.time()`` when ``score`` starts; the measured process
+times the phases of the job on the way (the flow starting, Redis, containerize, the model
+check, the Dask cluster, the warm-up of the trial processes, the search, finalize) by wrapping
+the functions the flow calls, and prints the timeline.
+
+    python -m benchmarks.first_trial            # prints the timeline and the totals
+    python -m benchmarks.first_trial --runs 3   # more measured runs (the first one warms up)
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import importlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).parent
+
+# (module, attribute) of each phase the flow calls by that name: wrapped in the measured process.
+PHASES = [
+    ("ultron.api", "preflight"),
+    ("ultron.flows.hpo_job", "load_spec"),  # the first call in the flow's body
+    ("ultron.flows.hpo_job", "check_or_store_spec"),  # the first call once Redis answers
+    ("ultron.flows.hpo_job", "containerize"),
+    ("ultron.flows.hpo_job", "check_model"),
+    ("ultron.flows.hpo_job", "build_strategy"),
+    ("ultron.flows.hpo_job", "acquire_resources"),
+    ("ultron.tasks.acquire_resources", "start_cluster"),
+    ("ultron.flows.hpo_job", "search_loop"),
+    ("ultron.flows.hpo_job", "finalize"),
+]
+
+
+def _instrument(spans: list[tuple[str, float, float]]) -> None:
+    """Wrap every phase so that each call appends ``(name, start, end)`` to ``spans``."""
+    for module_name, attribute in PHASES:
+        module = importlib.import_module(module_name)
+        original = getattr(module, attribute)
+
+        def timed(*args: Any, __fn: Any = original, __name: str = attribute, **kw: Any) -> Any:
+            started = time.time()
+            try:
+                return __fn(*args, **kw)
+            finally:
+                spans.append((__name, started, time.time()))
+
+        setattr(module, attribute, functools.wraps(original)(timed))
+
+
+def measure(storage: str) -> dict[str, Any]:
+    """Run the one-trial job in this process; the timeline of its phases and its totals."""
+    imported = time.time()
+    import ultron
+
+    import_s = time.time() - imported
+    spans: list[tuple[str, float, float]] = []
+    _instrument(spans)
+    stamp = os.path.join(storage, f"stamp-{uuid.uuid4().hex}")
+    spec = {
+        "name": "first-trial",
+        "code": str(HERE / "stamp_model"),
+        "model": "stamp_model:Model",
+        # A fresh stamp file per run: the score cache never answers the measured trial.
+        "search_space": {"x": {"type": "uniform", "low": 0, "high": 1}, "stamp": [stamp]},
+        "num_iterations": 1,
+        "parallelism": 1,
+        "storage": storage,
+    }
+    called = time.time()
+    result = ultron.run(spec)
+    ended = time.time()
+    first_score = float(Path(stamp).read_text().split()[0])
+    return {
+        "import_s": import_s,
+        "first_score_s": first_score - called,
+        "wall_s": ended - called,
+        "status": result.status,
+        "phases": [(name, start - called, end - called) for name, start, end in spans],
+    }
+
+
+def _child(storage: str) -> dict[str, Any]:
+    """Measure one run in a fresh interpreter (a user's second ``ultron run``)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.first_trial", "--child", storage],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=HERE.parent,
+    )
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode != 0 or not lines:
+        raise RuntimeError(f"the measured run failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    answer: dict[str, Any] = json.loads(lines[-1])
+    return answer
+
+
+def report(run: dict[str, Any]) -> None:
+    """Print one measured run's timeline and totals."""
+    print(f"{'phase':<22}{'start s':>9}{'end s':>9}{'took s':>9}")
+    for name, start, end in sorted(run["phases"], key=lambda p: p[1]):
+        print(f"{name:<22}{start:>9.2f}{end:>9.2f}{end - start:>9.2f}")
+    print(
+        f"time to first trial: {run['first_score_s']:.2f} s   whole job: {run['wall_s']:.2f} s   "
+        f"(importing ultron before the call: {run['import_s']:.2f} s)"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=1, help="measured runs after the warm-up")
+    parser.add_argument("--child", metavar="STORAGE", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(measure(args.child)))
+        return
+    storage = tempfile.mkdtemp(prefix="ultron-first-trial-")
+    warm = _child(storage)
+    print(f"warm-up run (may build the environment): whole job {warm['wall_s']:.2f} s")
+    runs = [_child(storage) for _ in range(args.runs)]
+    for index, run in enumerate(runs, 1):
+        print(f"\nmeasured run {index} ({os.cpu_count()} CPU cores)")
+        report(run)
+    best = min(runs, key=lambda r: r["first_score_s"])
+    print(
+        f"\nbest of {len(runs)}: first trial {best['first_score_s']:.2f} s, "
+        f"whole job {best['wall_s']:.2f} s"
+    )
+
+
+if __name__ == "__main__":
+    main()
