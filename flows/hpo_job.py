@@ -3,7 +3,12 @@
     containerize -> acquire_resources -> search_loop -> finalize (always)
 
 Serve it to trigger jobs from the Prefect UI (``prefect.yaml`` or
-``python -m ultron.flows.hpo_job serve``); the ``spec`` parameter is the job spec as a mapping.
+``python -m ultron.flows.hpo_job serve``). The ``spec`` parameter is a typed
+:class:`~ultron.spec.job.JobSpec`, so Prefect's run form shows every field with its type,
+default, description and choices; a mapping (the paper's Fig. 2 keys too) is validated into one.
+A code base in an object store (``code: s3://...``) is fetched first, into ``ULTRON_HOME``.
+``ultron cancel JOB`` reaches the job through Redis
+(:func:`ultron.master.cancel.watching_requests`).
 
 SIGINT and SIGTERM cancel the job (:mod:`ultron.master.cancel`): ``finalize`` still runs, the
 flow run ends ``Cancelled`` (its data is the job's summary) and the job resumes with its id.
@@ -15,7 +20,7 @@ import sys
 import time
 from typing import Any
 
-from prefect import flow
+from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 from prefect.states import Cancelled, State
 
@@ -24,15 +29,16 @@ from ultron.containerize.modelcheck import check_model
 from ultron.containerize.usercode import import_paths, user_code
 from ultron.datamanager import validate_data
 from ultron.errors import JobCancelledError
-from ultron.master.cancel import CANCEL, handling_signals
+from ultron.master.cancel import CANCEL, handling_signals, watching_requests
 from ultron.master.job_state import JobState, JobStatus, JobStore
 from ultron.master.resume import check_or_store_spec
 from ultron.master.strategy import build_stopper, build_strategy
-from ultron.services.paths import check_job_id, new_job_id
+from ultron.services.paths import check_job_id, new_job_id, ultron_home
 from ultron.services.reachability import check_storage
 from ultron.services.redis_client import connect
 from ultron.services.runtime import job_redis
 from ultron.services.secrets import install_redaction, reveal
+from ultron.spec.job import JobSpec
 from ultron.spec.loader import load_spec
 from ultron.tasks.acquire_resources import JobResources, acquire_resources
 from ultron.tasks.containerize import containerize
@@ -42,75 +48,98 @@ from ultron.tasks.search_loop import search_loop
 __all__ = ["hpo_job"]
 
 
-@flow(name="hpo-job", validate_parameters=False)
-def hpo_job(spec: dict[str, Any], job_id: str | None = None) -> dict[str, Any] | State:
+@flow(name="hpo-job", validate_parameters=True)
+def hpo_job(spec: JobSpec, job_id: str | None = None) -> dict[str, Any] | State:
     """Run one HPO job and return its summary (best configuration, score, trials, files).
 
     Args:
-        spec: the job spec (our field names or the paper's Fig. 2 keys).
+        spec: the job spec.
         job_id: a stable id; running again with the id of an unfinished job resumes it.
 
     Returns:
         The summary; a cancelled job returns a ``Cancelled`` state whose data is the summary.
     """
-    spec = reveal(spec)  # ultron.run hands Prefect the spec with its passwords masked
-    install_redaction(spec)  # before anything can log the spec's passwords
-    job = load_spec(spec)  # every problem is reported before any compute is spent
+    # ultron.run and ultron submit hand Prefect the spec with its passwords masked (Prefect
+    # stores parameters); they come back here, in the job's process.
+    raw = reveal(spec.model_dump(mode="json") if isinstance(spec, JobSpec) else spec)
+    install_redaction(raw)  # before anything can log the spec's passwords
+    job = load_spec(raw)  # every problem is reported before any compute is spent
     job_id = check_job_id(job_id) if job_id is not None else _stable_job_id(job.name)
+    if job.code_is_remote:  # the containerizer fetches it into ULTRON_HOME, by content hash
+        job = fetched(job)
     # Over Prefect's own SIGTERM handler, which would raise wherever the flow happens to be.
     with handling_signals(), job_redis(job) as redis_url:
         # Outside the try: a refused resume must leave the job it refers to as it was (finalize
         # would mark it failed and rewrite its results with this spec).
         store = JobStore(connect(redis_url), job_id)
-        check_or_store_spec(store, job, code_hash=code_hash(job.code))
+        check_or_store_spec(store, job, code_hash=code_hash(job.code_path))
         resources: JobResources | None = None
         state: JobState | None = None
         error: str | None = None
         status = JobStatus.COMPLETED
         clock = _Clock()
-        try:
-            CANCEL.raise_if_requested(job_id)  # Ctrl-C while Prefect was starting
-            check_storage(job.storage)  # an unreachable object store fails in seconds
-            env = clock.time("containerize", containerize, job, job_id)
-            CANCEL.raise_if_requested(job_id)
-            check_model(env.python, import_paths(env.source), job.model)
-            # The user's code owns its module names in this process while the job runs (a BYO
-            # strategy may import more of it later); nothing of it outlives the job.
-            with user_code(import_paths(env.source)):
-                # Built once per job, here, so a bad strategy or stopper fails before resources
-                # are taken (why live objects go to search_loop: JobResources' docstring).
-                strategy = build_strategy(job)
-                stopper = build_stopper(job)
-                if job.data is not None:  # bad data stops the job before any compute is spent
-                    validate_data(job.data, base_dir=job.code.parent)
-                resources = clock.time(
-                    "acquire_resources", acquire_resources, job, job_id, redis_url, env
+        # ultron cancel JOB, from any machine, reaches the job through its Redis.
+        with watching_requests(store.client, job_id):
+            try:
+                CANCEL.raise_if_requested(job_id)  # Ctrl-C while Prefect was starting
+                check_storage(job.storage)  # an unreachable object store fails in seconds
+                env = clock.time("containerize", containerize, job, job_id)
+                CANCEL.raise_if_requested(job_id)
+                check_model(env.python, import_paths(env.source), job.model)
+                # The user's code owns its module names in this process while the job runs
+                # (a BYO strategy may import more of it later); nothing of it outlives the job.
+                with user_code(import_paths(env.source)):
+                    # Built once per job, here, so a bad strategy or stopper fails before
+                    # resources are taken (why live objects go to search_loop: JobResources').
+                    strategy = build_strategy(job)
+                    stopper = build_stopper(job)
+                    if job.data is not None:  # bad data stops the job before any compute
+                        validate_data(job.data, base_dir=job.code_path.parent)
+                    resources = clock.time(
+                        "acquire_resources", acquire_resources, job, job_id, redis_url, env
+                    )
+                    _log_dashboard(resources)
+                    state = clock.time(
+                        "search_loop",
+                        search_loop,
+                        job,
+                        job_id,
+                        env,
+                        resources,
+                        redis_url,
+                        strategy,
+                        stopper,
+                    )
+            except BaseException as exc:
+                error = f"{type(exc).__name__}: {exc}"
+                status = JobStatus.CANCELLED if _is_cancellation(exc) else JobStatus.FAILED
+                if status is JobStatus.FAILED:
+                    raise
+            finally:
+                summary = finalize(
+                    job, job_id, redis_url, resources, state, error, clock.seconds, status
                 )
-                state = clock.time(
-                    "search_loop",
-                    search_loop,
-                    job,
-                    job_id,
-                    env,
-                    resources,
-                    redis_url,
-                    strategy,
-                    stopper,
-                )
-        except BaseException as exc:
-            error = f"{type(exc).__name__}: {exc}"
-            status = JobStatus.CANCELLED if _is_cancellation(exc) else JobStatus.FAILED
-            if status is JobStatus.FAILED:
-                raise
-        finally:
-            summary = finalize(
-                job, job_id, redis_url, resources, state, error, clock.seconds, status
-            )
     if status is JobStatus.CANCELLED:
         return Cancelled(
             message=f"job {job_id} was cancelled; it resumes with its id", data=summary
         )
     return summary
+
+
+def fetched(job: JobSpec) -> JobSpec:
+    """The job with its object-store code base fetched to this machine (by content hash)."""
+    from ultron.containerize.remote import fetch_code
+
+    local = fetch_code(str(job.code), home=ultron_home())
+    get_run_logger().info("fetched code base %s to %s", job.code, local)
+    return job.model_copy(update={"code": local})
+
+
+def _log_dashboard(resources: JobResources) -> None:
+    """The Dask dashboard's address, in the flow run's logs (where users look)."""
+    link = getattr(getattr(resources.cluster, "client", None), "dashboard_link", None)
+    if link:
+        get_run_logger().info("Dask dashboard: %s", link)
 
 
 def _is_cancellation(exc: BaseException) -> bool:

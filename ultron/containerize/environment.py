@@ -35,6 +35,7 @@ from ultron.errors import CodeBaseError
 __all__ = [
     "TrialEnvironment",
     "build_environment",
+    "code_files",
     "code_hash",
     "find_project_root",
     "safe_extract",
@@ -131,6 +132,12 @@ def _ignored(folder: str, names: list[str]) -> set[str]:
         ):
             skipped.add(name)
     return skipped
+
+
+def code_files(root: str | Path) -> list[str]:
+    """The files of a code base folder that make its :func:`code_hash`, as sorted relative
+    POSIX paths (``__pycache__``, hidden folders and build outputs left out)."""
+    return _walk(Path(root))
 
 
 def _walk(root: Path) -> list[str]:

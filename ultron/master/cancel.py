@@ -33,11 +33,21 @@ import os
 import signal
 import threading
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from ultron.errors import JobCancelledError
+from ultron.services import keys
 from ultron.worker.isolation import descendants
 
-__all__ = ["CANCEL", "CancelRequest", "exit_code", "handling_signals", "sleep_unless_cancelled"]
+__all__ = [
+    "CANCEL",
+    "CancelRequest",
+    "exit_code",
+    "handling_signals",
+    "request_cancel",
+    "sleep_unless_cancelled",
+    "watching_requests",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -190,3 +200,42 @@ def handling_signals() -> Iterator[None]:
                 watcher.join(timeout=1.0)
             _Handlers.watcher = None
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+
+# A request nobody takes (its job died before it saw it) goes away by itself.
+_REQUEST_TTL_S = 3600
+
+
+def request_cancel(client: Any, job_id: str) -> None:
+    """Ask the job ``job_id``, wherever its process runs, to stop (``ultron cancel``): its
+    :func:`watching_requests` thread turns this into a :data:`CANCEL` request. The key is
+    under the job's transient prefix, so ``finalize`` removes it."""
+    client.set(keys.job_cancel(job_id), "1", ex=_REQUEST_TTL_S)
+
+
+@contextlib.contextmanager
+def watching_requests(client: Any, job_id: str, *, every_s: float = 0.5) -> Iterator[None]:
+    """Inside the block, a thread checks every ``every_s`` seconds whether someone asked the
+    job to stop (:func:`request_cancel`) and then requests :data:`CANCEL`, as Ctrl-C would: the
+    master stops the running trials and ``finalize`` releases everything."""
+    key = keys.job_cancel(job_id)
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.wait(every_s):
+            try:
+                asked = client.exists(key)
+            except Exception:  # Redis away for a moment: the job's own clients retry too
+                continue
+            if asked:
+                logger.warning("job %s: cancelled on request (ultron cancel)", job_id)
+                CANCEL.request(None)
+                return
+
+    thread = threading.Thread(target=watch, name=f"ultron-cancel-{job_id}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join(timeout=2.0)

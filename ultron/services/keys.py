@@ -10,7 +10,8 @@ All keys start with a namespace (``ultron`` unless a caller chooses another, as 
   job: a job with the same id resumes from them.
 - ``<ns>:job:<id>:run:*``: transient, removed by ``finalize``: ``running`` (trials in flight),
   ``reports`` (the report stream of all trials), ``reports:<trial>`` (one trial's reports),
-  ``stop:<trial>`` (early stopping wants the trial to end), ``result:<trial>:<attempt>`` (a
+  ``stop:<trial>`` (early stopping wants the trial to end), ``cancel`` (``ultron cancel`` asks
+  the job to stop), ``result:<trial>:<attempt>`` (a
   finished attempt's result, so that Dask running it again returns it).
 - ``<ns>:cache:v<version>:<tenant>:<digest>``: the score cache of one computation of one
   tenant, a hash from the canonical configuration to what its trial scored (all its metrics).
@@ -48,6 +49,7 @@ __all__ = [
     "NAMESPACE",
     "SCORE_CACHE_VERSION",
     "job",
+    "job_cancel",
     "job_curves",
     "job_run",
     "job_trials",
@@ -85,6 +87,11 @@ def job_curves(job_id: str, *, namespace: str = NAMESPACE) -> str:
 def job_run(job_id: str, *parts: str, namespace: str = NAMESPACE) -> str:
     """A key under the job's transient prefix (``*`` as the part gives a SCAN pattern)."""
     return ":".join((job(job_id, namespace=namespace), "run", *parts))
+
+
+def job_cancel(job_id: str) -> str:
+    """Set by ``ultron cancel``: the job's process sees it and cancels the job (transient)."""
+    return job_run(job_id, "cancel")
 
 
 def report_stream(job_id: str) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ultron.spec.job import EarlyStopping, JobSpec, Objective, Resources
 from ultron.spec.loader import PAPER_KEYS, load_spec
-from ultron.spec.space import DomainSpec
+from ultron.spec.space import DomainSpec, parse_entry
 
 __all__ = [
     "PAPER_KEYS",
@@ -16,4 +16,5 @@ __all__ = [
     "Objective",
     "Resources",
     "load_spec",
+    "parse_entry",
 ]

@@ -21,21 +21,52 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import Field, StringConstraints, ValidationInfo, field_validator, model_validator
 
 from ultron.algorithms.base import Direction
 from ultron.algorithms.registry import BUILTIN_STRATEGIES, is_builtin, looks_like_dotted_path
 from ultron.algorithms.space import SearchSpace
 from ultron.datamanager.spec import DataSpec
-from ultron.spec.space import DomainSpec, Strict, non_finite, not_a_bool, rule_error
+from ultron.spec.space import (
+    DomainSpec,
+    Strict,
+    as_entry,
+    non_finite,
+    not_a_bool,
+    rule_error,
+)
 
 __all__ = ["MAX_ITERATIONS", "EarlyStopping", "JobSpec", "Objective", "Resources"]
 
 # A job keeps every trial in its trial table (Redis) and its result files; past this many
 # trials a job is a mistake (a typo, an extra zero) more often than a plan.
 MAX_ITERATIONS = 100_000
+
+StrategyName = Literal[
+    "random", "grid", "tpe", "cmaes", "gp", "qmc", "optuna", "reinforce", "evolution"
+]
+"""The built-in strategies (``ultron.algorithms.registry``; a test keeps the two in step)."""
+
+UserStrategy = Annotated[
+    str,
+    StringConstraints(pattern=r"^[A-Za-z_][\w.]*[:.][A-Za-z_]\w*$"),
+    Field(title="Your own strategy", description="package.module:Class in your code base."),
+]
+"""A bring-your-own strategy (paper Fig. 5) named by its class."""
+
+CodeURL = Annotated[
+    str,
+    StringConstraints(pattern=r"^[A-Za-z][A-Za-z0-9+.-]*://"),
+    Field(title="Object-store URL", description="An fsspec URL of a .tar.gz (s3://...)."),
+]
+"""A code base in an object store."""
+
+_PAPER_KEY_NAMES = frozenset(
+    {"jobname", "file_name", "hp_ranges", "parallelism_fact", "compute", "cpu_per_pod"}
+    | {"memory_per_pod", "gpu_per_pod", "model_classname", "module_name", "package_name"}
+)
 
 _MODEL_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 _QUANTITY = re.compile(r"^\d+(\.\d+)?(Ki|Mi|Gi|Ti|k|M|G|T)?$")
@@ -149,16 +180,21 @@ class JobSpec(Strict):
         "kernels, seeded from the trial's seed): the same spec and seed give the same scores "
         "in batch mode, at some cost in speed.",
     )
-    code: Path = Field(
-        description="The user's code base: a folder or a .tar.gz with setup.py or pyproject.toml."
+    code: CodeURL | Path = Field(
+        description="Your code base: a folder or a .tar.gz with setup.py or pyproject.toml, "
+        "on the worker's disk, or an object-store URL of a .tar.gz (s3://bucket/code.tar.gz; "
+        "ultron submit uploads it for you)."
     )
     model: str = Field(description="The model class, as module:Class (e.g. mypkg.train:Model).")
     search_space: dict[str, DomainSpec] = Field(
-        description="Hyper-parameter name -> domain (uniform, loguniform, int, choice or a list)."
+        description="Hyper-parameter name -> domain: uniform, loguniform, int or choice (in a "
+        "spec file a bare list [a, b] is a choice).",
+        json_schema_extra={"example": {"lr": {"type": "loguniform", "low": 1e-4, "high": 0.1}}},
     )
-    strategy: str = Field(
+    strategy: StrategyName | UserStrategy = Field(
         default="random",
-        description="A built-in strategy name, or package.module:Class in the user's code base.",
+        description="A built-in strategy, or your own class in your code base as "
+        "package.module:Class (paper Fig. 5).",
     )
     strategy_options: dict[str, Any] = Field(
         default_factory=dict, description="Keyword arguments for the strategy."
@@ -210,6 +246,19 @@ class JobSpec(Strict):
         description="Data streamed to every trial by the job's tf.data service (see datamanager).",
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _paper_keys(cls, data: Any) -> Any:
+        """The paper's Fig. 2 keys posted straight to the flow (its HTTP POST of a spec)."""
+        if not isinstance(data, dict) or not set(data) & _PAPER_KEY_NAMES:
+            return data
+        from ultron.spec.loader import _from_paper  # the loader imports this module
+
+        mapped, _, issues = _from_paper(data)
+        if issues:
+            raise rule_error(issues[0].rule, issues[0].fix)
+        return mapped
+
     @field_validator("data")
     @classmethod
     def _data_url(cls, value: DataSpec | None, info: ValidationInfo) -> DataSpec | None:
@@ -252,6 +301,13 @@ class JobSpec(Strict):
             )
         return value
 
+    @field_validator("search_space", mode="before")
+    @classmethod
+    def _lists_are_choices(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {name: as_entry(entry) for name, entry in value.items()}
+        return value
+
     @field_validator("search_space")
     @classmethod
     def _not_empty(cls, value: dict[str, DomainSpec]) -> dict[str, DomainSpec]:
@@ -269,10 +325,14 @@ class JobSpec(Strict):
             raise rule_error("model must be module:Class", "write e.g. mypkg.train:Model")
         return value
 
-    @field_validator("strategy")
+    @field_validator("strategy", mode="before")
     @classmethod
-    def _known_strategy(cls, value: str) -> str:
-        if is_builtin(value) or looks_like_dotted_path(value):
+    def _known_strategy(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        if is_builtin(value):
+            return value.lower()  # built-in names are case-insensitive (the paper writes TPE)
+        if looks_like_dotted_path(value):
             return value
         names = ", ".join(sorted(BUILTIN_STRATEGIES))
         raise rule_error(
@@ -282,7 +342,14 @@ class JobSpec(Strict):
 
     @field_validator("code")
     @classmethod
-    def _code_exists(cls, value: Path, info: ValidationInfo) -> Path:
+    def _code_exists(cls, value: str | Path, info: ValidationInfo) -> str | Path:
+        if isinstance(value, str):  # an object-store URL: containerize fetches and checks it
+            if not value.endswith((".tar.gz", ".tgz")):
+                raise rule_error(
+                    "a code base in an object store must be a .tar.gz archive",
+                    "upload tar -czf code.tar.gz of your project (or use ultron submit)",
+                )
+            return value
         context = info.context or {}
         base_dir = Path(context.get("base_dir", "."))
         path = value if value.is_absolute() else base_dir / value
@@ -324,6 +391,18 @@ class JobSpec(Strict):
                 "early stopping runs with the async loop", "remove loop: batch, or set loop: async"
             )
         return self
+
+    @property
+    def code_is_remote(self) -> bool:
+        """Whether ``code`` is an object-store URL (fetched by containerize)."""
+        return isinstance(self.code, str)
+
+    @property
+    def code_path(self) -> Path:
+        """The code base on this machine's disk (a remote one once containerize fetched it)."""
+        if isinstance(self.code, str):
+            raise ValueError(f"the code base {self.code} is not fetched yet")
+        return self.code
 
     @property
     def loop_kind(self) -> str:

@@ -19,7 +19,7 @@ from ultron.datamanager.spec import DataSpec
 from ultron.errors import ConfigIssue, SpecError
 from ultron.spec.codebase import check_code_base
 from ultron.spec.job import EarlyStopping, JobSpec, Objective, Resources
-from ultron.spec.space import DomainSpec
+from ultron.spec.space import ENTRY_TYPES
 
 __all__ = ["PAPER_KEYS", "load_spec"]
 
@@ -39,7 +39,6 @@ _PAPER_MODEL_KEYS = ("model_classname", "module_name", "package_name")
 _NESTED: dict[str, type[BaseModel]] = {
     "objective": Objective,
     "resources": Resources,
-    "search_space": DomainSpec,
     "early_stopping": EarlyStopping,
     "data": DataSpec,
 }
@@ -331,15 +330,30 @@ class _Placed:
         )
 
 
+def _entry_loc(loc: tuple[str, ...]) -> tuple[tuple[str, ...], str | None]:
+    """A search-space error's location without the union's tag, and the tag:
+    ``search_space.lr.uniform.low`` is ``search_space.lr.low`` to the user."""
+    if len(loc) > 2 and loc[0] == "search_space" and loc[2] in ENTRY_TYPES:
+        return (*loc[:2], *loc[3:]), loc[2]
+    return loc, None
+
+
 def _issue(err: Any, names: dict[tuple[str, ...], str], data: dict[str, Any]) -> ConfigIssue:
-    loc = tuple(str(part) for part in err["loc"])
+    loc, tag = _entry_loc(tuple(str(part) for part in err["loc"]))
     field = _field_name(loc, names)
     kind = err["type"]
     ctx = err.get("ctx") or {}
+    if kind in ("union_tag_invalid", "union_tag_not_found"):  # a search-space entry's type
+        expected = " or ".join(", ".join(map(repr, ENTRY_TYPES)).rsplit(", ", 1))
+        if kind == "union_tag_not_found":
+            return ConfigIssue(f"{field}.type", None, f"it is required: {expected}", "add type:")
+        close = difflib.get_close_matches(str(ctx.get("tag")), list(ENTRY_TYPES), n=1)
+        fix = f"write {close[0]!r}" if close else f"write one of {expected}"
+        return ConfigIssue(f"{field}.type", ctx.get("tag"), f"it must be {expected}", fix)
     if kind == "ultron_rule":
         return ConfigIssue(field, err["input"], ctx["rule"], ctx["fix"])
     if kind == "extra_forbidden":
-        known = _known_fields(loc[:-1])
+        known = _known_fields(loc[:-1], tag)
         close = difflib.get_close_matches(loc[-1], known, n=1)
         hint = f"did you mean {close[0]}? " if close else ""
         fix = f"{hint}remove it or rename it to one of: {', '.join(known)}"
@@ -367,9 +381,10 @@ def _field_name(loc: tuple[str, ...], names: dict[tuple[str, ...], str]) -> str:
     return ".".join(loc) or "spec"
 
 
-def _known_fields(parent: tuple[str, ...]) -> list[str]:
-    """The field names allowed where an unknown key was found."""
+def _known_fields(parent: tuple[str, ...], tag: str | None = None) -> list[str]:
+    """The field names allowed where an unknown key was found (``tag``: in a search-space
+    entry of that type)."""
     if not parent:
         return [*JobSpec.model_fields, *PAPER_KEYS, *_PAPER_MODEL_KEYS]
-    model = _NESTED.get(parent[0])
+    model = ENTRY_TYPES[tag] if tag else _NESTED.get(parent[0])
     return list(model.model_fields) if model else []

@@ -8,9 +8,9 @@ float fields refuse ``.inf``/``.nan`` (YAML) and ``Infinity``/``NaN`` (JSON) thr
 :mod:`ultron.spec.loader` prints under the field's name.
 
 Example:
-    >>> DomainSpec.model_validate({"type": "int", "low": 1, "high": 8}).to_domain()
+    >>> parse_entry({"type": "int", "low": 1, "high": 8}).to_domain()
     IntRange(low=1, high=8, log=False)
-    >>> DomainSpec.model_validate(["adam", "sgd"]).type
+    >>> parse_entry(["adam", "sgd"]).type
     'choice'
     >>> non_finite({"momentum": [0.9, float("nan")]})
     '.momentum[1]'
@@ -19,14 +19,27 @@ Example:
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from ultron.algorithms.space import Choice, Domain, IntRange, LogUniform, Uniform
 
-__all__ = ["DomainSpec", "Strict", "non_finite", "not_a_bool", "rule_error"]
+__all__ = [
+    "ENTRY_TYPES",
+    "ChoiceSpec",
+    "DomainSpec",
+    "IntSpec",
+    "LogUniformSpec",
+    "Strict",
+    "UniformSpec",
+    "as_entry",
+    "non_finite",
+    "not_a_bool",
+    "parse_entry",
+    "rule_error",
+]
 
 _INT_LIMIT = 2**53
 
@@ -92,29 +105,108 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
-class DomainSpec(Strict):
-    """One search-space entry. A bare list ``[a, b, c]`` means ``{"type": "choice", ...}``."""
+class _Entry(Strict):
+    """What every search-space entry has: its ``type``, the tag that tells them apart."""
 
-    type: Literal["uniform", "loguniform", "int", "choice"] = Field(
-        description="uniform, loguniform (positive bounds), int (inclusive bounds) or choice."
-    )
-    low: float | None = Field(default=None, description="Lower bound (not for choice).")
-    high: float | None = Field(default=None, description="Upper bound (not for choice).")
-    values: list[Any] | None = Field(default=None, description="The options of a choice.")
-    log: bool = Field(default=False, description="int only: draw on a log scale.")
+    def to_domain(self) -> Domain:  # pragma: no cover - every entry overrides it
+        raise NotImplementedError
 
-    @model_validator(mode="before")
-    @classmethod
-    def _list_means_choice(cls, data: Any) -> Any:
-        if isinstance(data, list | tuple):
-            return {"type": "choice", "values": list(data)}
-        return data
+
+class _Bounded(_Entry):
+    """An entry drawn between two finite bounds."""
+
+    type: str
+    low: float = Field(description="Lower bound.")
+    high: float = Field(description="Upper bound (above low).")
 
     _bounds_not_bool = field_validator("low", "high", mode="before")(not_a_bool)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _both_bounds(cls, data: Any) -> Any:
+        if isinstance(data, dict) and ("low" not in data or "high" not in data):
+            kind = data.get("type", "bounded")
+            raise rule_error(f"a {kind} entry needs both low and high", "add low: and high: bounds")
+        return data
+
+    @model_validator(mode="after")
+    def _check_bounds(self) -> _Bounded:
+        problem = _range_problem(self.type, float(self.low), float(self.high))
+        if problem is not None:
+            raise rule_error(*problem)
+        return self
+
+
+class UniformSpec(_Bounded):
+    """A real number drawn uniformly between ``low`` and ``high``."""
+
+    type: Literal["uniform"] = Field(description="uniform: a real number between low and high.")
+
+    def to_domain(self) -> Domain:
+        return Uniform(self.low, self.high)
+
+
+class LogUniformSpec(_Bounded):
+    """A positive real number drawn uniformly on a log scale (learning rates)."""
+
+    type: Literal["loguniform"] = Field(
+        description="loguniform: a positive real number, uniform on a log scale."
+    )
+    low: float = Field(description="Lower bound (above 0).")
+
+    def to_domain(self) -> Domain:
+        return LogUniform(self.low, self.high)
+
+
+_INTEGER: dict[str, Any] = {"type": "integer"}  # a form asks for a whole number
+
+
+def _whole(value: Any) -> Any:
+    """A ``mode="before"`` check of an int bound: 2.0 is fine, 2.5 is not."""
+    not_a_bool(value)
+    if isinstance(value, float) and math.isfinite(value) and not value.is_integer():
+        raise rule_error("int bounds must be whole numbers", "use integers for low and high")
+    if isinstance(value, float) and math.isfinite(value) and abs(value) <= _INT_LIMIT:
+        return int(value)
+    return value
+
+
+class IntSpec(_Bounded):
+    """A whole number between ``low`` and ``high``, both included."""
+
+    type: Literal["int"] = Field(description="int: a whole number, low and high included.")
+    low: float = Field(description="Lower bound, a whole number.", json_schema_extra=_INTEGER)
+    high: float = Field(description="Upper bound, a whole number.", json_schema_extra=_INTEGER)
+    log: bool = Field(default=False, description="Draw on a log scale.")
+
+    _whole_bounds = field_validator("low", "high", mode="before")(_whole)
+
+    def to_domain(self) -> Domain:
+        return IntRange(int(self.low), int(self.high), log=self.log)
+
+
+class ChoiceSpec(_Entry):
+    """One of a list of values (a bare list ``[a, b, c]`` in a spec file means this)."""
+
+    type: Literal["choice"] = Field(description="choice: one of the values.")
+    values: list[Any] = Field(description="The options, e.g. [adam, sgd] or [1, 2, 4].")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _values_not_bounds(cls, data: Any) -> Any:
+        if isinstance(data, dict) and ("low" in data or "high" in data):
+            raise rule_error(
+                "a choice takes values, not low/high", "remove low and high from this entry"
+            )
+        return data
+
     @field_validator("values")
     @classmethod
-    def _finite_values(cls, value: list[Any] | None) -> list[Any] | None:
+    def _finite_values(cls, value: list[Any]) -> list[Any]:
+        if not value:
+            raise rule_error(
+                "a choice needs at least one value", "list the values, e.g. [0.1, 0.01]"
+            )
         where = non_finite(value)
         if where is not None:
             raise rule_error(
@@ -123,34 +215,36 @@ class DomainSpec(Strict):
             )
         return value
 
-    @model_validator(mode="after")
-    def _check_bounds(self) -> DomainSpec:
-        if self.type == "choice":
-            if not self.values:
-                raise rule_error(
-                    "a choice needs at least one value", "list the values, e.g. [0.1, 0.01]"
-                )
-            if self.low is not None or self.high is not None:
-                raise rule_error(
-                    "a choice takes values, not low/high", "remove low and high from this entry"
-                )
-            return self
-        if self.low is None or self.high is None:
-            raise rule_error(
-                f"a {self.type} entry needs both low and high", "add low: and high: bounds"
-            )
-        problem = _range_problem(self.type, self.low, self.high)
-        if problem is not None:
-            raise rule_error(*problem)
-        return self
-
     def to_domain(self) -> Domain:
-        """The :mod:`ultron.algorithms.space` domain this entry describes."""
-        if self.type == "choice":
-            return Choice(tuple(self.values or ()))
-        assert self.low is not None and self.high is not None  # checked by _check_bounds
-        if self.type == "uniform":
-            return Uniform(self.low, self.high)
-        if self.type == "loguniform":
-            return LogUniform(self.low, self.high)
-        return IntRange(int(self.low), int(self.high), log=self.log)
+        return Choice(tuple(self.values))
+
+
+ENTRY_TYPES: dict[str, type[_Entry]] = {
+    "uniform": UniformSpec,
+    "loguniform": LogUniformSpec,
+    "int": IntSpec,
+    "choice": ChoiceSpec,
+}
+"""The entry model of each ``type`` (the discriminator)."""
+
+DomainSpec = Annotated[
+    UniformSpec | LogUniformSpec | IntSpec | ChoiceSpec, Field(discriminator="type")
+]
+"""One search-space entry: a union of typed entries told apart by ``type`` (so a form shows
+the fields of the type picked)."""
+
+
+def as_entry(value: Any) -> Any:
+    """A bare list (or tuple) means a choice; anything else is left for validation."""
+    if isinstance(value, list | tuple):
+        return {"type": "choice", "values": list(value)}
+    return value
+
+
+_ADAPTER: TypeAdapter[Any] = TypeAdapter(DomainSpec)
+
+
+def parse_entry(value: Any) -> _Entry:
+    """One search-space entry from what a spec holds (a mapping, or a list for a choice)."""
+    entry: _Entry = _ADAPTER.validate_python(as_entry(value))
+    return entry
