@@ -9,11 +9,16 @@ from __future__ import annotations
 from typing import Any
 
 from prefect import get_run_logger, task
-from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.artifacts import (
+    create_link_artifact,
+    create_markdown_artifact,
+    create_table_artifact,
+)
 from prefect.cache_policies import NONE
 
 from ultron.master.job_state import JobState, JobStatus, JobStore
 from ultron.master.results import best_trial, leaderboard, write_results
+from ultron.reporting import REPORT_FILE, JobFiles, write_job_report
 from ultron.services.paths import artifact_key, job_results_url, remove_tree, scratch_dir
 from ultron.services.redis_client import connect
 from ultron.services.secrets import redact, redacted_spec
@@ -78,6 +83,7 @@ def finalize(
             "spec": redacted_spec(spec),
         },
     )
+    files.update(_report(spec, job_id, url, state))
     _artifacts(spec, job_id, state, error)
     logger.info("results in %s", url)
     return {
@@ -93,6 +99,26 @@ def finalize(
         "timings": timings or {},
         "files": files,
     }
+
+
+def _report(spec: JobSpec, job_id: str, url: str, state: JobState) -> dict[str, str]:
+    """Write the job's HTML report and link it from the flow run; a report that cannot be
+    written (no matplotlib: the ``report`` extra) is a warning, never a failed job."""
+    about = {"job_id": job_id, "status": str(state.status), "metric": spec.objective.metric}
+    job = JobFiles(url, {**about, "mode": str(spec.objective.mode)}, state.trials, state.curves)
+    try:
+        path = write_job_report(job, title=f"{spec.name} ({job_id})")
+    except Exception as exc:
+        get_run_logger().warning("no HTML report for %s: %s", job_id, exc)
+        return {}
+    link = path if "://" in path else f"file://{path}"
+    try:
+        create_link_artifact(
+            link, link_text="HPO job report", key=artifact_key(job_id, "report"), description=link
+        )
+    except Exception:  # artifacts are for the UI; their failure never fails a job
+        get_run_logger().warning("could not link the report from the flow run")
+    return {REPORT_FILE: path}
 
 
 def _artifacts(spec: JobSpec, job_id: str, state: JobState, error: str | None) -> None:

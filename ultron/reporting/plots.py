@@ -1,0 +1,188 @@
+"""The reports' figures, as PNG bytes, drawn with matplotlib (the ``report`` extra).
+
+matplotlib is imported when a figure is drawn, never at import time; without it
+:class:`ReportingUnavailable` names the extra to install.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ultron.algorithms.base import Direction
+from ultron.errors import UltronError
+from ultron.reporting.runs import SeedRun, best_so_far
+
+__all__ = [
+    "ReportingUnavailable",
+    "best_vs_time",
+    "best_vs_trials",
+    "job_best_so_far",
+    "learning_curves",
+    "require_matplotlib",
+    "score_vs_hyperparameters",
+]
+
+
+class ReportingUnavailable(UltronError):
+    """matplotlib is not installed: the message names the extra that brings it."""
+
+
+def require_matplotlib() -> None:
+    """Fail now, before any compute, when the plots could not be drawn.
+
+    Raises:
+        ReportingUnavailable: matplotlib is not installed.
+    """
+    _pyplot()
+
+
+def _pyplot() -> Any:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")  # files only: no display, no GUI toolkit
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        raise ReportingUnavailable(
+            "reports draw their plots with matplotlib, which is not installed. Fix: pip install "
+            "'ultron-automl[report]' (or pip install 'matplotlib>=3.8')"
+        ) from exc
+    return plt
+
+
+def _png(fig: Any) -> bytes:
+    plt = _pyplot()
+    out = io.BytesIO()
+    fig.savefig(out, format="png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return out.getvalue()
+
+
+def _by_strategy(runs: Sequence[SeedRun]) -> dict[str, list[SeedRun]]:
+    groups: dict[str, list[SeedRun]] = {}
+    for run in runs:
+        groups.setdefault(run.strategy, []).append(run)
+    return groups
+
+
+def _band(ax: Any, x: np.ndarray, curves: np.ndarray, label: str, color: Any) -> None:
+    """Mean over seeds (line), mean +- one standard deviation (band), each seed (thin)."""
+    with np.errstate(all="ignore"):
+        mean = np.nanmean(curves, axis=0)
+        std = np.nanstd(curves, axis=0, ddof=1) if len(curves) > 1 else np.zeros_like(mean)
+    for row in curves:
+        ax.plot(x, row, color=color, alpha=0.25, linewidth=0.8)
+    ax.plot(x, mean, color=color, linewidth=2.0, label=f"{label} (n={len(curves)})")
+    ax.fill_between(x, mean - std, mean + std, color=color, alpha=0.2, linewidth=0)
+
+
+def _axes(title: str, xlabel: str, ylabel: str) -> tuple[Any, Any]:
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7.0, 4.2))
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(True, alpha=0.3)
+    return fig, ax
+
+
+def best_vs_trials(runs: Sequence[SeedRun], direction: Direction, metric: str) -> bytes:
+    """Best score so far against trials, per strategy, with the spread across seeds."""
+    fig, ax = _axes("Best score so far, mean ± 1 std over seeds", "trials", f"best {metric} so far")
+    colors = _pyplot().get_cmap("tab10")
+    for i, (label, group) in enumerate(_by_strategy(runs).items()):
+        length = max((len(r.scores) for r in group), default=0)
+        if not length:
+            continue
+        curves = np.full((len(group), length), np.nan)
+        for row, run in enumerate(group):
+            best = best_so_far(run.scores, direction)
+            curves[row, : len(best)] = best
+            curves[row, len(best) :] = best[-1] if best else np.nan
+        _band(ax, np.arange(1, length + 1), curves, label, colors(i % 10))
+    ax.legend(loc="best")
+    return _png(fig)
+
+
+def best_vs_time(runs: Sequence[SeedRun], direction: Direction, metric: str) -> bytes:
+    """Best score so far against wall time, per strategy, with the spread across seeds."""
+    fig, ax = _axes(
+        "Best score so far against wall time, mean ± 1 std over seeds",
+        "wall time since the first trial started (s)",
+        f"best {metric} so far",
+    )
+    end = max((max(r.times) for r in runs if r.times), default=0.0)
+    grid = np.linspace(0.0, end or 1.0, 200)
+    colors = _pyplot().get_cmap("tab10")
+    for i, (label, group) in enumerate(_by_strategy(runs).items()):
+        curves = np.full((len(group), len(grid)), np.nan)
+        for row, run in enumerate(group):
+            if not run.times:
+                continue
+            pairs = sorted(zip(run.times, run.scores, strict=True), key=lambda p: p[0])
+            times = np.array([p[0] for p in pairs])
+            best = np.array(best_so_far([p[1] for p in pairs], direction))
+            done = np.searchsorted(times, grid, side="right")  # trials ended by each instant
+            curves[row] = np.where(done > 0, best[np.maximum(done - 1, 0)], np.nan)
+        _band(ax, grid, curves, label, colors(i % 10))
+    ax.legend(loc="best")
+    return _png(fig)
+
+
+def job_best_so_far(scores: Sequence[float | None], direction: Direction, metric: str) -> bytes:
+    """One job: each trial's score (dots) and the best so far (line), against trials."""
+    fig, ax = _axes("Trials and the best score so far", "trial (sampling order)", metric)
+    x = np.arange(1, len(scores) + 1)
+    values = np.array([math.nan if s is None else float(s) for s in scores], dtype=float)
+    ax.scatter(x, values, s=18, color="tab:gray", label="trial score", zorder=3)
+    ax.step(x, best_so_far(scores, direction), where="post", color="tab:blue", label="best so far")
+    ax.legend(loc="best")
+    return _png(fig)
+
+
+def learning_curves(curves: Mapping[str, Sequence[Mapping[str, Any]]], metric: str) -> bytes:
+    """What each trial reported with ``ultron.report``, against its step."""
+    fig, ax = _axes("Learning curves (ultron.report)", "step", metric)
+    for trial_id, reports in sorted(curves.items()):
+        points = [(r["step"], r[metric]) for r in reports if metric in r and "step" in r]
+        if points:
+            ax.plot(*zip(*sorted(points), strict=True), linewidth=1.0, alpha=0.8, label=trial_id)
+    if 0 < len(curves) <= 12:
+        ax.legend(loc="best", fontsize="small", title="trial")
+    return _png(fig)
+
+
+def score_vs_hyperparameters(
+    configs: Sequence[Mapping[str, Any]], scores: Sequence[float], metric: str
+) -> bytes:
+    """The score against each hyper-parameter (one panel each; choices as categories)."""
+    plt = _pyplot()
+    names = sorted({name for config in configs for name in config})
+    columns = min(3, max(1, len(names)))
+    rows = max(1, math.ceil(len(names) / columns))
+    fig, axes = plt.subplots(rows, columns, figsize=(4.0 * columns, 3.2 * rows), squeeze=False)
+    for ax, name in zip(axes.flat, names, strict=False):
+        values = [config.get(name) for config in configs]
+        numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
+        if numeric:
+            ax.scatter(values, scores, s=18)
+            positive = [float(v) for v in values if v is not None and float(v) > 0]
+            if positive and len(positive) == len(values) and max(positive) > 100 * min(positive):
+                ax.set_xscale("log")
+        else:
+            labels = sorted({str(v) for v in values})
+            ax.scatter([labels.index(str(v)) for v in values], scores, s=18)
+            ax.set_xticks(range(len(labels)), labels)
+        ax.set_xlabel(name)
+        ax.set_ylabel(metric)
+        ax.grid(True, alpha=0.3)
+    for ax in list(axes.flat)[len(names) :]:
+        ax.set_visible(False)
+    fig.suptitle(f"{metric} against each hyper-parameter")
+    fig.tight_layout()
+    return _png(fig)
