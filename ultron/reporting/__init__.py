@@ -6,6 +6,7 @@ matplotlib (the ``report`` extra) is imported only when a plot is drawn.
 
 from __future__ import annotations
 
+from ultron.reporting.benchmark_report import ProblemRuns, benchmark_html
 from ultron.reporting.compare import Regression, find_regressions
 from ultron.reporting.experiment_report import experiment_files, summary_rows
 from ultron.reporting.files import JobFiles, read_job, read_json, write_files
@@ -22,10 +23,12 @@ from ultron.reporting.runs import (
 __all__ = [
     "REPORT_FILE",
     "JobFiles",
+    "ProblemRuns",
     "Regression",
     "ReportingUnavailable",
     "SeedRun",
     "StrategySummary",
+    "benchmark_html",
     "best_so_far",
     "experiment_files",
     "find_regressions",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -72,7 +73,8 @@ def _by_strategy(runs: Sequence[SeedRun]) -> dict[str, list[SeedRun]]:
 
 def _band(ax: Any, x: np.ndarray, curves: np.ndarray, label: str, color: Any) -> None:
     """Mean over seeds (line), mean +- one standard deviation (band), each seed (thin)."""
-    with np.errstate(all="ignore"):
+    with warnings.catch_warnings():  # an instant before any seed scored is nan, not news
+        warnings.simplefilter("ignore", RuntimeWarning)
         mean = np.nanmean(curves, axis=0)
         std = np.nanstd(curves, axis=0, ddof=1) if len(curves) > 1 else np.zeros_like(mean)
     for row in curves:
