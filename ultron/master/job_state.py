@@ -1,9 +1,12 @@
 """The job's state in Redis: what outlives the master process.
 
 The job's hash, trial table and curves (:mod:`ultron.services.keys` has the layout) are what a
-restarted master reads. Each update writes the new rows only, in one transaction with the
-strategy's state. Every key under the job's ``run:`` prefix (running trials, reports, stop
-flags) is transient: ``finalize`` removes them all.
+restarted master reads. Each update writes the new rows only, in one transaction with what
+the strategy's state needs: either a snapshot (``state_dict()``, which grows with the trials
+for some strategies) or, between snapshots, the calls made to the strategy since the last one,
+appended to the job's strategy log (``JobState.strategy_log``); a restarted master loads the
+snapshot and replays the log, which gives the very same state. Every key under the job's
+``run:`` prefix (running trials, reports, stop flags) is transient: ``finalize`` removes them all.
 
 The first run of a job id also stores the spec it ran with and its code base's content hash
 (:meth:`JobStore.save_spec`); a later run with the same id is checked against them
@@ -63,6 +66,9 @@ class JobState:
     stopper: dict[str, Any] | None = None
     curves: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     next_trial: int = 0
+    # The strategy's calls since ``algorithm`` was taken, oldest first: ``["sample", n]`` and
+    # ``["update", candidates, scores]``; replayed on ``algorithm`` they give the current state.
+    strategy_log: list[list[Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -88,6 +94,8 @@ class JobStore:
         self.key = keys.job(job_id, namespace=namespace)
         self.trials_key = keys.job_trials(job_id, namespace=namespace)
         self.curves_key = keys.job_curves(job_id, namespace=namespace)
+        # Beside the job's hash, like the trial table: it outlives the master as they do.
+        self.log_key = f"{self.key}:strategy-log"
 
     def transient(self, *parts: str) -> str:
         """A key under the job's transient prefix, removed by ``finalize``."""
@@ -101,6 +109,7 @@ class JobStore:
         data = {k.decode(): v.decode() for k, v in raw.items()}
         rows = {k.decode(): json.loads(v) for k, v in self.client.hgetall(self.trials_key).items()}
         curves = self.client.hgetall(self.curves_key)
+        log = [json.loads(entry) for entry in self.client.lrange(self.log_key, 0, -1)]
         return JobState(
             job_id=self.job_id,
             status=JobStatus(data.get("status", JobStatus.RUNNING)),
@@ -109,21 +118,39 @@ class JobStore:
             stopper=json.loads(data["stopper"]) if data.get("stopper") else None,
             curves={k.decode(): json.loads(v) for k, v in curves.items()},
             next_trial=int(data.get("next_trial", 0)),
+            strategy_log=log,
         )
 
-    def save(self, state: JobState, new: Sequence[TrialResult] = ()) -> None:
-        """Write the scalar state and the ``new`` rows (with their curves) in one transaction."""
+    def save(
+        self,
+        state: JobState,
+        new: Sequence[TrialResult] = (),
+        *,
+        logged: Sequence[list[Any]] | None = None,
+    ) -> None:
+        """Write the scalar state and the ``new`` rows (with their curves) in one transaction.
+
+        Args:
+            state: the job's state.
+            new: the trial table's rows added since the last save.
+            logged: ``None`` writes ``state.algorithm`` as the strategy's snapshot and empties
+                the strategy log; otherwise these calls (the tail of ``state.strategy_log``)
+                are appended to the log and the stored snapshot stays as it is.
+        """
         pipe = self.client.pipeline(transaction=True)
-        pipe.hset(
-            self.key,
-            mapping={
-                "status": str(state.status),
-                "algorithm": json.dumps(state.algorithm) if state.algorithm is not None else "",
-                "stopper": json.dumps(state.stopper) if state.stopper is not None else "",
-                "next_trial": str(state.next_trial),
-                "updated": str(time.time()),
-            },
-        )
+        scalars = {
+            "status": str(state.status),
+            "stopper": json.dumps(state.stopper) if state.stopper is not None else "",
+            "next_trial": str(state.next_trial),
+            "updated": str(time.time()),
+        }
+        if logged is None:
+            algorithm = state.algorithm
+            scalars["algorithm"] = json.dumps(algorithm) if algorithm is not None else ""
+            pipe.delete(self.log_key)
+        elif logged:
+            pipe.rpush(self.log_key, *(json.dumps(call) for call in logged))
+        pipe.hset(self.key, mapping=scalars)
         if new:
             pipe.hset(self.trials_key, mapping={t.trial_id: json.dumps(t.to_dict()) for t in new})
             curves = {

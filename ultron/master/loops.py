@@ -11,7 +11,8 @@ Either way a configuration already scored by the same computation (code base, da
 class, job seed; :mod:`ultron.master.score_cache`) is answered by the score cache unless the
 spec says ``cache: false``, a configuration already in flight waits for that trial instead of
 training again, and the trial table and the strategy's state are written to Redis after every
-update.
+update (the state as a snapshot now and then and the strategy's calls in between:
+:mod:`ultron.master.strategy_log`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from ultron.algorithms.stoppers.base import Decision
 from ultron.errors import JobFailedError
 from ultron.master.early_stopping import StopperDriver
 from ultron.master.job_state import JobState
+from ultron.master.strategy_log import StrategyLog
 from ultron.worker.trial import TrialRequest, TrialResult, TrialStatus
 
 __all__ = ["Master", "SearchSettings"]
@@ -55,7 +57,13 @@ class Dispatcher(Protocol):
 class Store(Protocol):
     """Keeps the job's state: :class:`~ultron.master.job_state.JobStore` on Redis, or in memory."""
 
-    def save(self, state: JobState, new: Sequence[TrialResult] = ()) -> None: ...
+    def save(
+        self,
+        state: JobState,
+        new: Sequence[TrialResult] = (),
+        *,
+        logged: Sequence[list[Any]] | None = None,
+    ) -> None: ...
 
 
 class Cache(Protocol):
@@ -133,6 +141,20 @@ class Master:
     _waiting: dict[str, list[tuple[str, Config]]] = field(default_factory=dict)
     _to_start: list[TrialRequest] = field(default_factory=list)
     _suspended: dict[str, TrialResult] = field(default_factory=dict)
+    _calls: StrategyLog | None = None
+    _failed: list[TrialResult] | None = None  # the failures in the table, counted as they come
+
+    @property
+    def calls(self) -> StrategyLog:
+        """The strategy, through the log that checkpoints its state."""
+        if self._calls is None:
+            self._calls = StrategyLog(self.strategy, self.state.strategy_log)
+        return self._calls
+
+    def _resume_strategy(self) -> None:
+        """Replay the calls logged since the stored snapshot (loaded into the strategy by the
+        caller): the strategy is then as it was at the last commit."""
+        self.calls.replay()
 
     @property
     def budget_left(self) -> int:
@@ -236,21 +258,26 @@ class Master:
             math.nan if r.status is TrialStatus.STOPPED and not tell_stopped else _score(r)
             for r in results
         ]
-        self.strategy.update_state(candidates, scores)
+        self.calls.update(candidates, scores)
         self._checkpoint(results)
-        self._check_failures()
+        self._check_failures(results)
 
-    def _checkpoint(self, new: Sequence[TrialResult] = ()) -> None:
+    def _checkpoint(self, new: Sequence[TrialResult] = (), *, final: bool = False) -> None:
         """Save the strategy's and the stopper's state, with the ``new`` rows of the table."""
-        if hasattr(self.strategy, "state_dict"):
-            self.state.algorithm = self.strategy.state_dict()
+        snapshot, logged = self.calls.checkpoint(len(self.state.trials), final=final)
+        if snapshot is not None:
+            self.state.algorithm = snapshot
         if self.driver is not None:
             self.state.stopper = self.driver.state_dict()
-        self.store.save(self.state, new)
+        self.store.save(self.state, new, logged=logged)
 
-    def _check_failures(self) -> None:
+    def _check_failures(self, new: Sequence[TrialResult]) -> None:
         """Fail the job as soon as more than ``max_failed_share`` of its budget has failed."""
-        failed = [t for t in self.state.trials if t.status in _FAILURES]
+        if self._failed is None:  # once: the table as loaded; then only the new rows
+            self._failed = [t for t in self.state.trials if t.status in _FAILURES]
+        else:
+            self._failed.extend(t for t in new if t.status in _FAILURES)
+        failed = self._failed
         budget, share = self.settings.num_iterations, self.settings.max_failed_share
         if len(failed) > share * budget:
             kinds = sorted({str(t.status) for t in failed})
@@ -263,10 +290,15 @@ class Master:
 
     def run_batch(self) -> None:
         """The paper's loop: rounds of ``parallelism`` candidates."""
+        self._resume_strategy()
+        self._batches()
+        self._checkpoint(final=True)
+
+    def _batches(self) -> None:
         while self.budget_left > 0:
             self.check()
             wanted = min(self.settings.parallelism, self.budget_left)
-            candidates = list(self.strategy.sample_hyperparameter_candidates(wanted))[:wanted]
+            candidates = self.calls.sample(wanted)
             if not candidates:
                 logger.info("the strategy has no more candidates")
                 return
@@ -314,6 +346,11 @@ class Master:
 
     def run_async(self) -> None:
         """Keep ``parallelism`` trials running; update the strategy with each result."""
+        self._resume_strategy()
+        self._keep_running()
+        self._checkpoint(final=True)
+
+    def _keep_running(self) -> None:
         launched = len(self.state.trials)
         exhausted = False
         pending: dict[str, Config] = {}
@@ -338,7 +375,7 @@ class Master:
                 and launched < self.settings.num_iterations
                 and self.dispatcher.in_flight + len(self._to_start) < self.settings.parallelism
             ):
-                candidates = list(self.strategy.sample_hyperparameter_candidates(1))[:1]
+                candidates = self.calls.sample(1)
                 if not candidates:
                     exhausted = True
                     break

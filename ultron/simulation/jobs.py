@@ -60,7 +60,13 @@ class MemoryStore:
         self.job_id = job_id
         self.saves = 0
 
-    def save(self, state: JobState, new: Sequence[TrialResult] = ()) -> None:
+    def save(
+        self,
+        state: JobState,
+        new: Sequence[TrialResult] = (),
+        *,
+        logged: Sequence[list[Any]] | None = None,
+    ) -> None:
         self.saves += 1
 
 
