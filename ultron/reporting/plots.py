@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import io
 import math
-import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -72,13 +71,13 @@ def _by_strategy(runs: Sequence[SeedRun]) -> dict[str, list[SeedRun]]:
 
 
 def _band(ax: Any, x: np.ndarray, curves: np.ndarray, label: str, color: Any) -> None:
-    """Mean over seeds (line), mean +- one standard deviation (band), each seed (thin)."""
-    with warnings.catch_warnings():  # an instant before any seed scored is nan, not news
-        warnings.simplefilter("ignore", RuntimeWarning)
-        mean = np.nanmean(curves, axis=0)
-        std = np.nanstd(curves, axis=0, ddof=1) if len(curves) > 1 else np.zeros_like(mean)
+    """Each seed (thin), and where every seed has a score the mean over seeds (line) and mean
+    +- one sample standard deviation (band): a mean over the seeds that happen to have scored
+    would jump when a late seed joins."""
+    mean = curves.mean(axis=0)
+    std = curves.std(axis=0, ddof=1) if len(curves) > 1 else np.zeros_like(mean)
     for row in curves:
-        ax.plot(x, row, color=color, alpha=0.25, linewidth=0.8)
+        ax.plot(x, row, color=color, alpha=0.3, linewidth=0.8)
     ax.plot(x, mean, color=color, linewidth=2.0, label=f"{label} (n={len(curves)})")
     ax.fill_between(x, mean - std, mean + std, color=color, alpha=0.2, linewidth=0)
 
