@@ -7,11 +7,9 @@ Redis after every update, so a restarted master picks up from there.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from prefect import get_run_logger, task
-from prefect.artifacts import create_progress_artifact, update_progress_artifact
 from prefect.cache_policies import NONE
 
 from ultron.algorithms.base import HPOAlgorithm
@@ -23,72 +21,15 @@ from ultron.master.dispatcher import TrialDispatcher
 from ultron.master.early_stopping import StopperDriver
 from ultron.master.job_state import JobState, JobStatus, JobStore
 from ultron.master.loops import Master, SearchSettings
-from ultron.master.progress import ProgressEvent, emit
-from ultron.master.results import best_trial
 from ultron.master.score_cache import ScoreCache
-from ultron.services.paths import artifact_key, scratch_dir
+from ultron.services.paths import scratch_dir
 from ultron.services.redis_client import connect
 from ultron.settings import settings
 from ultron.spec.job import JobSpec
 from ultron.tasks.acquire_resources import JobResources
-from ultron.worker.trial import TrialResult
+from ultron.tasks.monitor import JobMonitor
 
 __all__ = ["search_loop"]
-
-_ARTIFACT_EVERY_S = 2.0
-
-
-class _Progress:
-    """Progress events for listeners and a Prefect progress artifact updated every few seconds.
-
-    Counts each trial as it finishes (in batch mode the state only grows at the end of a round).
-    """
-
-    def __init__(self, spec: JobSpec, job_id: str, state: JobState) -> None:
-        self.spec = spec
-        self.job_id = job_id
-        self.done = len(state.trials)
-        self.best = best_trial(state.trials, spec.objective.mode)
-        self.artifact: Any = None
-        self.last = time.monotonic()
-        try:
-            self.artifact = create_progress_artifact(
-                progress=self.percent, key=artifact_key(job_id, "progress"), description=spec.name
-            )
-        except Exception:  # the artifact is for the UI; the job goes on without it
-            get_run_logger().warning("could not create the progress artifact")
-
-    @property
-    def percent(self) -> float:
-        return 100.0 * self.done / self.spec.num_iterations
-
-    def update(self, state: JobState, running: int, last: TrialResult | None = None) -> None:
-        if last is not None:
-            self.done += 1
-            self.best = best_trial([t for t in (self.best, last) if t], self.spec.objective.mode)
-        best = self.best
-        emit(
-            ProgressEvent(
-                self.job_id,
-                self.done,
-                self.spec.num_iterations,
-                running,
-                best.score if best else None,
-                best.hyperparameters if best else None,
-                last.to_dict() if last else {},
-            )
-        )
-        if time.monotonic() - self.last > _ARTIFACT_EVERY_S:
-            self.flush()
-
-    def flush(self) -> None:
-        """Write the current progress to the artifact now."""
-        self.last = time.monotonic()
-        if self.artifact is not None:
-            try:
-                update_progress_artifact(self.artifact, self.percent)
-            except Exception:
-                self.artifact = None
 
 
 def _stopper_driver(
@@ -153,7 +94,7 @@ def search_loop(
         resources=resources.cluster.resources,
         data=resources.data.trial_config() if resources.data is not None else None,
     )
-    progress = _Progress(spec, job_id, state)
+    progress = JobMonitor(spec, job_id, state)  # progress and leaderboard artifacts
     driver = _stopper_driver(spec, stopper, client, job_id, state)
     master = Master(
         settings=SearchSettings(
@@ -191,8 +132,8 @@ def search_loop(
         logger.warning("job %s cancelled; trials %s resume from their checkpoints", job_id, stopped)
         raise
     finally:
+        progress.close()  # a last write of the artifacts, however the search ended
         if driver is not None:
             driver.close()
-    progress.flush()
     logger.info("search done: %d trials", len(state.trials))
     return state

@@ -1,5 +1,6 @@
 """The platform team's commands: ``ultron limits`` shows and sets the compute-unit limits, and
-``ultron jobs`` shows the jobs holding units and those waiting for them.
+``ultron jobs`` lists every job the Redis knows, newest first, with its state (the units it
+holds or waits for) and best score.
 
 Every command finds Redis as ``ultron cache clear`` does: ``--redis-url``, else ``REDIS_URL``,
 else the embedded server of this machine (started for the command if none runs). The limits
@@ -178,34 +179,44 @@ def set_limit(
 
 
 def jobs(tenant: TenantOption = None, redis_url: RedisUrl = None) -> None:
-    """Show the jobs holding units and the jobs waiting for them: tenant, units, since when."""
+    """Every job the Redis knows, newest first: its state (running, completed, failed,
+    cancelled; holding or waiting for units), tenant, units, best score, since when."""
+    from ultron.master.overview import known_jobs, overview
+
+    rows: dict[str, tuple[float, list[str]]] = {}
     with _limiter(redis_url) as limiter:
         holders, waiters = limiter.holders(), limiter.waiters()
-    table = Table(title="Jobs" if tenant is None else f"Jobs of tenant {escape(tenant)}")
-    for column in ("job", "tenant", "state", "units", "since"):
-        table.add_column(column, overflow="fold")
-    rows = 0
-    for job_id, held in sorted(holders.items(), key=lambda item: item[1].since):
-        if tenant in (None, held.tenant):
-            table.add_row(
-                escape(job_id), escape(held.tenant), "holding", str(held.units), _when(held.since)
-            )
-            rows += 1
+        known = [overview(limiter.client, job_id) for job_id in known_jobs(limiter.client)]
+    for job in known:
+        best = f"{job.metric} {job.best_score:.6g}" if job.best_score is not None else "-"
+        held = holders.get(job.job_id)
+        state = f"{job.status} (holding)" if held and job.status == "running" else job.status
+        units = str(held.units) if held else "-"
+        cells = [job.job_id, job.tenant, state, units, best]
+        rows[job.job_id] = (job.updated, cells)
+    for job_id, lease in holders.items():
+        if job_id not in rows:
+            rows[job_id] = (lease.since, [job_id, lease.tenant, "holding", str(lease.units), "-"])
+        else:
+            rows[job_id][1][-2] = str(lease.units)
     places: dict[str, int] = {}
     for waiting in waiters:
         places[waiting.tenant] = places.get(waiting.tenant, 0) + 1
-        if tenant in (None, waiting.tenant):
-            state = f"waiting (#{places[waiting.tenant]} of its tenant)"
-            table.add_row(
-                escape(waiting.job_id),
-                escape(waiting.tenant),
-                state,
-                str(waiting.units),
-                _when(waiting.since),
-            )
-            rows += 1
-    if rows == 0:
+        state = f"waiting (#{places[waiting.tenant]} of its tenant)"
+        units = str(waiting.units)
+        rows[waiting.job_id] = (waiting.since, [waiting.job_id, waiting.tenant, state, units, "-"])
+    shown = [
+        (since, cells)
+        for since, cells in sorted(rows.values(), key=lambda r: -r[0])
+        if tenant in (None, cells[1])
+    ]
+    if not shown:
         whose = "" if tenant is None else f" of tenant {tenant!r}"
-        _out().print(f"no job{escape(whose)} holds or waits for units", highlight=False)
+        _out().print(f"no job{escape(whose)} is known to this Redis", highlight=False)
         return
+    table = Table(title="Jobs" if tenant is None else f"Jobs of tenant {escape(tenant)}")
+    for column in ("job", "tenant", "state", "units", "best", "since"):
+        table.add_column(column, overflow="fold")
+    for since, cells in shown:
+        table.add_row(*map(escape, cells), _when(since) if since else "-")
     _out().print(table)

@@ -22,6 +22,7 @@ import json
 import os
 import tarfile
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ from ultron.errors import CodeBaseError
 from ultron.services.reachability import mask_url
 from ultron.settings import settings
 
-__all__ = ["fetch_code", "pack_code", "upload_code"]
+__all__ = ["fetch_code", "pack_code", "upload_code", "upload_file"]
 
 _CHUNK = 1 << 20
 
@@ -129,10 +130,25 @@ def upload_code(folder: Path, storage: str) -> tuple[str, bool]:
     Returns:
         The archive's URL, and whether it was uploaded (False: it was there already).
     """
-    url = f"{storage.rstrip('/')}/code/{code_hash(folder)}.tar.gz"
+    return _put(storage, code_hash(folder), lambda: pack_code(folder))
+
+
+def upload_file(archive: Path, storage: str, *, name: str) -> tuple[str, bool]:
+    """Put a code base archive at ``<storage>/code/<name>.tar.gz`` (``name``: its hash)."""
+    return _put(storage, name, archive.read_bytes)
+
+
+def _put(storage: str, name: str, content: Callable[[], bytes]) -> tuple[str, bool]:
+    url = f"{storage.rstrip('/')}/code/{name}.tar.gz"
     fs, path = _filesystem(url)
-    if fs.exists(path):
-        return url, False
-    fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
-    fs.pipe_file(path, pack_code(folder))
+    try:
+        if fs.exists(path):  # content-addressed: the same name holds the same bytes
+            return url, False
+        fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
+        fs.pipe_file(path, content())
+    except OSError as exc:
+        raise CodeBaseError(
+            f"the code base cannot be uploaded to {mask_url(url)!r} ({exc}). Fix: check the "
+            "spec's storage and the object store's credentials"
+        ) from None
     return url, True

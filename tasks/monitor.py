@@ -1,0 +1,158 @@
+"""What a running job shows where its users look: progress events for the CLI, and in the
+Prefect UI a progress artifact and a leaderboard table artifact (with the best configuration)
+that follow the trials as they finish (paper VII: the portal shows progress and the best result
+so far).
+
+The master's loop must not wait on the Prefect API: :meth:`JobMonitor.update` only counts and
+remembers (microseconds), and a background thread writes the artifacts at most every
+``every_s`` seconds when something changed, and once more at :meth:`JobMonitor.close`. The
+thread runs in a copy of the task's context, so the artifacts belong to the flow run.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+from typing import Any
+
+from prefect import get_run_logger
+from prefect.artifacts import (
+    create_progress_artifact,
+    create_table_artifact,
+    update_progress_artifact,
+)
+
+from ultron.master.job_state import JobState
+from ultron.master.progress import ProgressEvent, emit
+from ultron.master.results import best_trial, leaderboard
+from ultron.services.paths import artifact_key
+from ultron.services.secrets import redact
+from ultron.spec.job import JobSpec
+from ultron.worker.trial import TrialResult
+
+__all__ = ["JobMonitor", "leaderboard_rows"]
+
+ARTIFACT_EVERY_S = 2.0
+_TOP = 10
+
+
+def leaderboard_rows(trials: list[TrialResult], spec: JobSpec) -> list[dict[str, Any]]:
+    """The top trials as rows of a table: rank, trial, the objective, status, configuration."""
+    return [
+        {
+            "rank": rank,
+            "trial": t.trial_id,
+            spec.objective.metric: t.score,
+            "status": str(t.status),
+            **t.hyperparameters,
+        }
+        for rank, t in enumerate(leaderboard(trials, spec.objective.mode)[:_TOP], 1)
+    ]
+
+
+class JobMonitor:
+    """Progress events for listeners, and the job's artifacts written from a thread.
+
+    Counts each trial as it finishes (in batch mode the state only grows at the end of a
+    round). Call :meth:`close` when the search ends, however it ends.
+    """
+
+    def __init__(
+        self, spec: JobSpec, job_id: str, state: JobState, *, every_s: float = ARTIFACT_EVERY_S
+    ) -> None:
+        self.spec = spec
+        self.job_id = job_id
+        self.done = len(state.trials)
+        self.trials: list[TrialResult] = list(state.trials)
+        self.best = best_trial(state.trials, spec.objective.mode)
+        self.every_s = every_s
+        self._lock = threading.Lock()
+        self._changed = threading.Event()
+        self._closing = threading.Event()
+        self._artifact: Any = None
+        self._logger = get_run_logger()
+        context = contextvars.copy_context()  # the task run's: artifacts land on the flow run
+        self._thread = threading.Thread(
+            target=context.run, args=(self._loop,), name=f"ultron-artifacts-{job_id}", daemon=True
+        )
+        self._changed.set()  # the first write shows the job at once
+        self._thread.start()
+
+    @property
+    def percent(self) -> float:
+        return 100.0 * self.done / self.spec.num_iterations
+
+    def update(self, state: JobState, running: int, last: TrialResult | None = None) -> None:
+        """A trial finished (``last``) or the running count changed: tell the listeners now;
+        the artifacts follow from the thread."""
+        with self._lock:
+            if last is not None:
+                self.done += 1
+                self.trials.append(last)
+                mode = self.spec.objective.mode
+                self.best = best_trial([t for t in (self.best, last) if t], mode)
+        best = self.best
+        emit(
+            ProgressEvent(
+                self.job_id,
+                self.done,
+                self.spec.num_iterations,
+                running,
+                best.score if best else None,
+                best.hyperparameters if best else None,
+                last.to_dict() if last else {},
+            )
+        )
+        if last is not None:
+            self._changed.set()
+
+    def flush(self) -> None:
+        """Write the artifacts once more and stop the thread (the search is over)."""
+        self.close()
+
+    def close(self) -> None:
+        """Stop the thread after a last write of what changed; safe to call twice."""
+        if not self._closing.is_set():
+            self._closing.set()
+            self._changed.set()
+            self._thread.join(timeout=30)
+
+    def _loop(self) -> None:
+        while True:
+            self._changed.wait()
+            closing = self._closing.is_set()
+            self._changed.clear()
+            self._write()
+            if closing:
+                return
+            self._closing.wait(self.every_s)  # throttle: at most one write every every_s
+
+    def _write(self) -> None:
+        with self._lock:
+            trials, percent, best = list(self.trials), self.percent, self.best
+        try:
+            if self._artifact is None:
+                self._artifact = create_progress_artifact(
+                    progress=percent,
+                    key=artifact_key(self.job_id, "progress"),
+                    description=self.spec.name,
+                )
+            else:
+                update_progress_artifact(self._artifact, percent)
+            if trials:
+                metric = self.spec.objective.metric
+                shown = (
+                    f"best {metric} {best.score:.6g} with {best.hyperparameters}"
+                    if best is not None and best.score is not None
+                    else "no score yet"
+                )
+                create_table_artifact(
+                    leaderboard_rows(trials, self.spec),
+                    key=artifact_key(self.job_id, "leaderboard"),
+                    description=redact(
+                        f"{self.spec.name}: {len(trials)} of {self.spec.num_iterations} "
+                        f"trials; {shown}"
+                    ),
+                )
+        except Exception:  # the artifacts are for the UI; the job goes on without them
+            self._logger.warning("could not update the job's artifacts", exc_info=True)

@@ -1,0 +1,108 @@
+"""What the terminal shows of jobs: read from the Redis the jobs share, never from a job's
+process, so ``ultron status`` and ``ultron jobs`` work from any machine that reaches it.
+
+A job is known by its hash ``ultron:job:<id>`` (:mod:`ultron.services.keys`): its status, the
+spec its first run stored (redacted), when it last changed; its trial table gives the trials
+done and the best so far; while it runs, ``...:run:running`` names the trials in flight and
+``...:run:reports:<trial>`` holds what each reported (``ultron.report``), newest last.
+
+Example:
+    >>> import redis, uuid
+    >>> client = redis.Redis.from_url(redis_url)
+    >>> job_id = f"doc-{uuid.uuid4().hex[:8]}"
+    >>> _ = client.hset(f"ultron:job:{job_id}", mapping={"status": "running", "updated": "1"})
+    >>> job_id in known_jobs(client), overview(client, job_id).status
+    (True, 'running')
+    >>> _ = client.delete(f"ultron:job:{job_id}")
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from ultron.algorithms.base import Direction
+from ultron.master.job_state import JobStore
+from ultron.master.results import best_trial
+from ultron.services import keys
+from ultron.worker.trial import TrialResult
+
+__all__ = ["JobOverview", "RunningTrial", "known_jobs", "overview"]
+
+
+@dataclass(frozen=True)
+class RunningTrial:
+    """A trial in flight: its configuration and its latest ``ultron.report`` (or none)."""
+
+    trial_id: str
+    hyperparameters: dict[str, Any]
+    latest: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class JobOverview:
+    """One job as the terminal shows it."""
+
+    job_id: str
+    status: str
+    tenant: str
+    name: str
+    budget: int | None
+    done: int
+    metric: str
+    best_score: float | None
+    best_config: dict[str, Any] | None
+    updated: float
+    running: list[RunningTrial] = field(default_factory=list)
+
+
+def known_jobs(client: Any, *, namespace: str = keys.NAMESPACE) -> list[str]:
+    """Every job id the Redis knows (a job hash), any state."""
+    prefix = keys.job("", namespace=namespace)
+    found = []
+    for raw in client.scan_iter(match=f"{prefix}*", count=1000):
+        name = raw.decode() if isinstance(raw, bytes) else raw
+        job_id = name[len(prefix) :]
+        if job_id and ":" not in job_id:  # a job id has no ':'; the rest are its other keys
+            found.append(job_id)
+    return found
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value or "")
+
+
+def overview(client: Any, job_id: str, *, namespace: str = keys.NAMESPACE) -> JobOverview:
+    """The job's state, trials done, best so far and running trials with their latest report."""
+    store = JobStore(client, job_id, namespace=namespace)
+    data = {_text(k): _text(v) for k, v in client.hgetall(store.key).items()}
+    spec = json.loads(data["spec"]) if data.get("spec") else {}
+    objective = spec.get("objective") or {}
+    mode = Direction(objective.get("mode", Direction.MINIMIZE))
+    rows = client.hgetall(store.trials_key)
+    trials = [TrialResult.from_dict(json.loads(v)) for v in rows.values()]
+    best = best_trial(trials, mode)
+    running = []
+    for trial_id, info in sorted(store.running().items()):
+        latest = client.lindex(keys.job_run(job_id, "reports", trial_id, namespace=namespace), -1)
+        running.append(
+            RunningTrial(
+                trial_id,
+                dict(info.get("hyperparameters") or {}),
+                json.loads(latest) if latest else None,
+            )
+        )
+    return JobOverview(
+        job_id=job_id,
+        status=data.get("status", "unknown"),
+        tenant=spec.get("tenant", "default"),
+        name=spec.get("name", ""),
+        budget=spec.get("num_iterations"),
+        done=len(trials),
+        metric=objective.get("metric", "score"),
+        best_score=best.score if best else None,
+        best_config=best.hyperparameters if best else None,
+        updated=float(data.get("updated") or 0.0),
+        running=running if data.get("status") == "running" else [],
+    )
