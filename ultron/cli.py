@@ -1,7 +1,8 @@
 """The ``ultron`` command line: ``ultron run SPEC``, ``ultron validate SPEC``, ``ultron serve``.
 
-The admin commands, ``ultron limits`` (show and set the stored limits) and ``ultron jobs`` (who
-holds units and who waits), are in :mod:`ultron.cli_admin`.
+The admin commands, ``ultron limits`` (show and set the stored limits) and ``ultron jobs`` (every
+job the Redis knows), are in :mod:`ultron.cli_admin`; ``ultron submit``, ``ultron status``,
+``ultron cancel`` and ``ultron --version`` in :mod:`ultron.cli_jobs`.
 """
 
 from __future__ import annotations
@@ -271,6 +272,9 @@ def serve(name: Annotated[str, typer.Option(help="Deployment name.")] = "hpo-job
 from ultron.cli_admin import register  # noqa: E402  (ultron limits, ultron jobs)
 
 register(app)
+from ultron.cli_jobs import register as register_jobs  # noqa: E402
+
+register_jobs(app)  # ultron submit, status, cancel, --version
 from ultron.cli_experiment import register as register_experiment  # noqa: E402
 
 register_experiment(app)  # ultron experiment, ultron report
