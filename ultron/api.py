@@ -92,9 +92,11 @@ def _run_flow(job: JobSpec, job_id: str) -> HPOResult:
     from prefect.states import State
 
     from ultron.flows.hpo_job import hpo_job
+    from ultron.services.prefect_share import prefect_api
 
     CANCEL.reset()
-    with handling_signals():
+    # The machine's shared Prefect server, unless the user has one (prefect_share's docstring).
+    with handling_signals(), prefect_api():
         # Prefect stores a flow's parameters: it gets the spec with its passwords masked, and
         # the flow, in this process, puts them back.
         state: State = hpo_job(conceal(job), job_id=job_id, return_state=True)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, Json, ValidationError, field_validator
 from pydantic.json_schema import JsonDict
@@ -59,6 +59,10 @@ class UltronSettings(BaseSettings):
         fresh_trial_process: a fresh trial process per trial (a benchmark's baseline).
         lease_ttl: seconds a dead job's resource units stay held.
         max_units: the resource limiter's maximum when Redis has none set.
+        prefect_server: ``shared``, one Prefect server for the machine's jobs, started by the
+            first and stopped when idle; ``ephemeral``, Prefect's own server per job.
+        prefect_idle_s: seconds the shared Prefect server waits for a job before it stops.
+        prefect_start_timeout_s: seconds the shared Prefect server may take to start.
         redis_retry_s: seconds Redis clients retry through an outage.
 
     Example:
@@ -130,6 +134,27 @@ class UltronSettings(BaseSettings):
         description="The resource limiter's maximum when Redis has no ultron:limiter:max_units.",
         rule="it must be a whole number of at least 1",
         example="64",
+    )
+    prefect_server: Literal["shared", "ephemeral"] = _field(
+        "shared",
+        description="Where jobs without a PREFECT_API_URL run their flow: a Prefect server "
+        "shared by the machine's jobs (stopped when idle), or Prefect's ephemeral one per job.",
+        rule="it must be shared or ephemeral",
+        example="ephemeral",
+    )
+    prefect_idle_s: float = _field(
+        600.0,
+        gt=0,
+        description="Seconds the shared Prefect server waits for another job before it stops.",
+        rule="it must be a number of seconds greater than 0",
+        example="600",
+    )
+    prefect_start_timeout_s: float = _field(
+        120.0,
+        gt=0,
+        description="Seconds the shared Prefect server may take to start and answer.",
+        rule="it must be a number of seconds greater than 0",
+        example="120",
     )
     redis_retry_s: float = _field(
         120.0,

@@ -49,7 +49,7 @@ from ultron.services.redis_server import (
     serves,
 )
 
-__all__ = ["EmbeddedRedisUse", "ensure_embedded_redis"]
+__all__ = ["EmbeddedRedisUse", "Ticket", "ensure_embedded_redis", "live_uses", "locked"]
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +75,8 @@ def _write_state(data_dir: Path, *, url: str, pid: int) -> None:
 
 
 @contextlib.contextmanager
-def _locked(folder: Path) -> Iterator[None]:
+def locked(folder: Path) -> Iterator[None]:
+    """Hold ``folder``'s ``redis.lock`` (the Prefect server's folder has its own)."""
     lock = FileLock(folder / _LOCK_FILE, timeout=_LOCK_TIMEOUT_S)
     try:
         lock.acquire()
@@ -91,8 +92,11 @@ def _locked(folder: Path) -> Iterator[None]:
         lock.release()
 
 
-class _Ticket:
-    """A lock file in ``users/``, held locked by this process while it uses the server."""
+class Ticket:
+    """A lock file in ``users/``, held locked by this process while it uses the server.
+
+    :mod:`ultron.services.prefect_share` counts the uses of its server the same way.
+    """
 
     def __init__(self, folder: Path) -> None:
         users = folder / _USERS_DIR
@@ -109,7 +113,7 @@ class _Ticket:
             self._fd = None
 
 
-def _live_uses(folder: Path) -> int:
+def live_uses(folder: Path) -> int:
     """Counts the uses whose process still holds its lock file; drops those of dead ones."""
     live = 0
     for path in sorted((folder / _USERS_DIR).glob("*.lock")):
@@ -142,13 +146,13 @@ class EmbeddedRedisUse:
     """
 
     def __init__(
-        self, data_dir: Path, *, url: str, pid: int, started: bool, ticket: _Ticket
+        self, data_dir: Path, *, url: str, pid: int, started: bool, ticket: Ticket
     ) -> None:
         self.data_dir = data_dir
         self.url = url
         self.pid = pid
         self.started = started
-        self._ticket: _Ticket | None = ticket
+        self._ticket: Ticket | None = ticket
 
     def release(self, *, timeout_s: float = 10.0) -> bool:
         """Ends this use; stops the server if no live use remains. Idempotent.
@@ -161,10 +165,10 @@ class EmbeddedRedisUse:
         """
         if self._ticket is None:
             return False
-        with _locked(self.data_dir):
+        with locked(self.data_dir):
             self._ticket.drop()
             self._ticket = None
-            if _live_uses(self.data_dir):
+            if live_uses(self.data_dir):
                 return False
             state = _read_state(self.data_dir) or {}
             url, pid = state.get("url"), state.get("pid")
@@ -227,8 +231,8 @@ def ensure_embedded_redis(
     folder = Path(data_dir).resolve()
     folder.mkdir(parents=True, exist_ok=True)
     reap_exited()
-    with _locked(folder):
-        ticket = _Ticket(folder)
+    with locked(folder):
+        ticket = Ticket(folder)
         try:
             url, pid, started = _serve(folder, appendonly=appendonly, timeout_s=start_timeout_s)
         except BaseException:
