@@ -118,7 +118,7 @@ def acquire_resources(
                 spec.data,
                 job_id=job_id,
                 seed=spec.seed,
-                base_dir=spec.code.parent,
+                base_dir=spec.code_path.parent,
                 work_dir=scratch_dir(job_id) / "data",
             )
             logger.info("data service at %s", data.dispatcher_address)

@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ultron.errors import UltronError
 from ultron.spec.job import JobSpec
@@ -99,7 +100,7 @@ def start_run(job: JobSpec, *, deployment: str, job_id: str | None = None) -> Su
     # Prefect stores a run's parameters: the spec goes with its passwords masked.
     parameters = {"spec": conceal(job), "job_id": job_id}
     try:
-        run = run_deployment(deployment, parameters=parameters, timeout=0, as_subflow=False)
+        run: Any = run_deployment(deployment, parameters=parameters, timeout=0, as_subflow=False)
     except ObjectNotFound:
         raise UltronError(
             f"--deployment is {deployment!r}, which the Prefect server at {api} does not have. "
@@ -133,9 +134,13 @@ def watch_run(flow_run_id: str, *, every_s: float = 1.0) -> Iterator[tuple[str, 
         while True:
             run = client.read_flow_run(run_id)
             found = client.read_artifacts(artifact_filter=only_progress)
-            percent = max((float(a.data) for a in found if a.data is not None), default=None)
-            state = run.state.name if run.state else "Pending"
+            percent = max((float(a.data) for a in found if _number(a.data)), default=None)  # type: ignore[arg-type]
+            state = str(run.state.name) if run.state else "Pending"
             yield state, percent
             if run.state is not None and run.state.type.value in _FINAL:
                 return
             time.sleep(every_s)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float | str) and not isinstance(value, bool)

@@ -29,6 +29,7 @@ from ultron.algorithms.base import Direction
 from ultron.algorithms.registry import BUILTIN_STRATEGIES, is_builtin, looks_like_dotted_path
 from ultron.algorithms.space import SearchSpace
 from ultron.datamanager.spec import DataSpec
+from ultron.spec.paper import PAPER_KEY_NAMES, from_paper
 from ultron.spec.space import (
     DomainSpec,
     Strict,
@@ -62,11 +63,6 @@ CodeURL = Annotated[
     Field(title="Object-store URL", description="An fsspec URL of a .tar.gz (s3://...)."),
 ]
 """A code base in an object store."""
-
-_PAPER_KEY_NAMES = frozenset(
-    {"jobname", "file_name", "hp_ranges", "parallelism_fact", "compute", "cpu_per_pod"}
-    | {"memory_per_pod", "gpu_per_pod", "model_classname", "module_name", "package_name"}
-)
 
 _MODEL_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 _QUANTITY = re.compile(r"^\d+(\.\d+)?(Ki|Mi|Gi|Ti|k|M|G|T)?$")
@@ -250,11 +246,9 @@ class JobSpec(Strict):
     @classmethod
     def _paper_keys(cls, data: Any) -> Any:
         """The paper's Fig. 2 keys posted straight to the flow (its HTTP POST of a spec)."""
-        if not isinstance(data, dict) or not set(data) & _PAPER_KEY_NAMES:
+        if not isinstance(data, dict) or not set(data) & PAPER_KEY_NAMES:
             return data
-        from ultron.spec.loader import _from_paper  # the loader imports this module
-
-        mapped, _, issues = _from_paper(data)
+        mapped, _, issues = from_paper(data)
         if issues:
             raise rule_error(issues[0].rule, issues[0].fix)
         return mapped

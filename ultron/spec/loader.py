@@ -19,22 +19,10 @@ from ultron.datamanager.spec import DataSpec
 from ultron.errors import ConfigIssue, SpecError
 from ultron.spec.codebase import check_code_base
 from ultron.spec.job import EarlyStopping, JobSpec, Objective, Resources
+from ultron.spec.paper import PAPER_KEYS, PAPER_MODEL_KEYS, from_paper
 from ultron.spec.space import ENTRY_TYPES
 
 __all__ = ["PAPER_KEYS", "load_spec"]
-
-# The paper's Fig. 2 keys and where each lands in our spec.
-PAPER_KEYS: dict[str, tuple[str, ...]] = {
-    "jobname": ("name",),
-    "file_name": ("code",),
-    "hp_ranges": ("search_space",),
-    "parallelism_fact": ("parallelism",),
-    "compute": ("resources", "compute"),
-    "cpu_per_pod": ("resources", "cpu"),
-    "memory_per_pod": ("resources", "memory"),
-    "gpu_per_pod": ("resources", "gpu"),
-}
-_PAPER_MODEL_KEYS = ("model_classname", "module_name", "package_name")
 
 _NESTED: dict[str, type[BaseModel]] = {
     "objective": Objective,
@@ -94,7 +82,7 @@ def load_spec(
         rule = f"the spec must be a mapping of fields (name: value), and it is {kind}"
         issue = ConfigIssue("spec", raw, rule, "write fields such as name:, code:, model: (README)")
         raise SpecError([issue], label)
-    data, names, issues = _from_paper(raw)
+    data, names, issues = from_paper(raw)
     try:
         spec = JobSpec.model_validate(data, context={"base_dir": base_dir or Path.cwd()})
     except ValidationError as exc:
@@ -263,73 +251,6 @@ def _parse_json(text: str, name: str, label: str) -> Any:
     return raw
 
 
-def _from_paper(
-    raw: dict[str, Any],
-) -> tuple[dict[str, Any], dict[tuple[str, ...], str], list[ConfigIssue]]:
-    """Map the paper's keys to ours; return the data, our-path -> user's-name renames, and a
-    problem for each field that two keys set (``name`` and ``jobname``)."""
-    data: dict[str, Any] = {}
-    names: dict[tuple[str, ...], str] = {}
-    placed = _Placed(data)
-    for key, value in raw.items():
-        if key in _PAPER_MODEL_KEYS:
-            continue
-        target = PAPER_KEYS.get(key, (key,))
-        if key in PAPER_KEYS:
-            names[target] = key
-        placed.put(target, key, value)
-    if "model_classname" in raw or "module_name" in raw:
-        module = str(raw.get("module_name", ""))
-        if raw.get("package_name"):
-            module = f"{raw['package_name']}.{module}"
-        name = "model_classname/module_name/package_name"
-        placed.put(("model",), name, f"{module}:{raw.get('model_classname', '')}")
-        names[("model",)] = name
-    if isinstance(data.get("strategy"), str) and data["strategy"].isupper():
-        data["strategy"] = data["strategy"].lower()  # the paper writes RANDOM, TPE
-    return data, names, placed.issues
-
-
-class _Placed:
-    """Puts values at their paths in ``data`` and reports a path that two keys set."""
-
-    def __init__(self, data: dict[str, Any]) -> None:
-        self.data = data
-        self.by: dict[tuple[str, ...], str] = {}  # path -> the key the user wrote for it
-        self.issues: list[ConfigIssue] = []
-
-    def put(self, target: tuple[str, ...], key: str, value: Any) -> None:
-        if target in self.by:
-            self._clash(key, value, self.by[target], target)
-            return
-        self.by[target] = key
-        first, current = target[0], self.data.get(target[0])
-        if len(target) > 1:  # a paper key for a nested field (cpu_per_pod -> resources.cpu)
-            if current is None or isinstance(current, Mapping):
-                self.data[first] = {**(current or {}), target[1]: value}  # the user's dict stays
-            return
-        if isinstance(current, Mapping) and isinstance(value, Mapping):  # paper keys came first
-            for sub in value:
-                if (first, str(sub)) in self.by:
-                    other = self.by[(first, str(sub))]
-                    self._clash(f"{key}.{sub}", value[sub], other, (first, str(sub)))
-            self.data[first] = {**value, **current}
-        else:
-            self.data[first] = value
-        if isinstance(value, Mapping):
-            self.by.update({(first, str(sub)): f"{key}.{sub}" for sub in value})
-
-    def _clash(self, key: str, value: Any, other: str, target: tuple[str, ...]) -> None:
-        self.issues.append(
-            ConfigIssue(
-                key,
-                value,
-                f"it sets {'.'.join(target)}, and so does {other}; a field may be set once",
-                f"keep one of {other} and {key}",
-            )
-        )
-
-
 def _entry_loc(loc: tuple[str, ...]) -> tuple[tuple[str, ...], str | None]:
     """A search-space error's location without the union's tag, and the tag:
     ``search_space.lr.uniform.low`` is ``search_space.lr.low`` to the user."""
@@ -385,6 +306,6 @@ def _known_fields(parent: tuple[str, ...], tag: str | None = None) -> list[str]:
     """The field names allowed where an unknown key was found (``tag``: in a search-space
     entry of that type)."""
     if not parent:
-        return [*JobSpec.model_fields, *PAPER_KEYS, *_PAPER_MODEL_KEYS]
+        return [*JobSpec.model_fields, *PAPER_KEYS, *PAPER_MODEL_KEYS]
     model = ENTRY_TYPES[tag] if tag else _NESTED.get(parent[0])
     return list(model.model_fields) if model else []
