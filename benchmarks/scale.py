@@ -43,8 +43,9 @@ class Blocks:
     def __init__(self, block: int) -> None:
         self.block = block
         self.done = 0
-        self.rows: list[tuple[int, float, float]] = []  # (trials, cpu s, rss growth MiB)
+        self.rows: list[tuple[int, float, float, float]] = []  # trials, cpu s, MiB, wall s
         self._process = psutil.Process()
+        self._wall = time.monotonic()
         self._cpu = time.process_time()
         self._rss = self._process.memory_info().rss
 
@@ -52,13 +53,15 @@ class Blocks:
         """One more trial done; closes a block every ``block`` trials."""
         self.done += 1
         if self.done % self.block == 0:
-            cpu, rss = time.process_time(), self._process.memory_info().rss
-            self.rows.append((self.done, cpu - self._cpu, (rss - self._rss) / 2**20))
-            self._cpu, self._rss = cpu, rss
+            cpu, rss, wall = time.process_time(), self._process.memory_info().rss, time.monotonic()
+            self.rows.append(
+                (self.done, cpu - self._cpu, (rss - self._rss) / 2**20, wall - self._wall)
+            )
+            self._cpu, self._rss, self._wall = cpu, rss, wall
 
     def table(self, title: str) -> str:
-        lines = [title, f"{'trials':>8}{'cpu s / block':>15}{'rss growth MiB':>16}"]
-        lines += [f"{n:>8}{cpu:>15.3f}{rss:>16.1f}" for n, cpu, rss in self.rows]
+        lines = [title, f"{'trials':>8}{'cpu s / block':>15}{'rss growth MiB':>16}{'wall s':>9}"]
+        lines += [f"{n:>8}{cpu:>15.3f}{rss:>16.1f}{wall:>9.2f}" for n, cpu, rss, wall in self.rows]
         if len(self.rows) >= 2:
             first, last = self.rows[0][1], self.rows[-1][1]
             lines.append(f"last block / first block CPU: {last / first:.2f}")

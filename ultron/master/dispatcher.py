@@ -71,7 +71,9 @@ class TrialDispatcher:
         self.resources = resources or None
         self.data = data
         self.results_url = job_results_url(spec.storage, store.job_id)
-        self._done = as_completed([], with_results=False)
+        # Results are fetched on the client's event loop as trials finish: no extra round trip
+        # from this thread per trial (errors come back as values, handled in wait_one).
+        self._done = as_completed([], with_results=True, raise_errors=False)
         self._pending: dict[str, TrialRequest] = {}
         self._futures: dict[str, Any] = {}
 
@@ -110,7 +112,11 @@ class TrialDispatcher:
         )
 
     def start(self, *requests: TrialRequest) -> None:
-        """Submit attempts back to back, then record them as running in one Redis call."""
+        """Submit attempts back to back, then record them as running.
+
+        The record is written with the master's next write to the store (``JobStore.flush``
+        or ``save``), which follows at once: one round trip for the launch and the checkpoint.
+        """
         for request in requests:
             key = f"trial-{request.job_id}-{request.trial_id}-{request.attempt}"
             future = self.client.submit(
@@ -124,11 +130,13 @@ class TrialDispatcher:
                 {
                     r.trial_id: {"hyperparameters": r.hyperparameters, "attempt": r.attempt}
                     for r in requests
-                }
+                },
+                defer=True,
             )
 
-    def _next_done(self) -> Any:
-        """The next finished future; raises JobCancelledError as soon as the job is cancelled."""
+    def _next_done(self) -> tuple[Any, Any]:
+        """The next finished future and its outcome (its result, or the error as a value);
+        raises JobCancelledError as soon as the job is cancelled."""
         condition = self._done.thread_condition  # notified by as_completed on every completion
         while not self._done.has_ready():
             CANCEL.raise_if_requested(self.store.job_id)
@@ -166,12 +174,14 @@ class TrialDispatcher:
             JobCancelledError: the job was asked to stop (checked every 0.1 s).
         """
         while True:
-            future = self._next_done()
+            future, outcome = self._next_done()
             request = self._pending.pop(future.key)
             self._futures.pop(future.key, None)
-            try:
-                data = future.result()
-            except Exception as exc:  # KilledWorker, a lost worker: the infrastructure's fault
+            if isinstance(outcome, dict):
+                data = outcome
+            else:  # KilledWorker, a lost worker: the infrastructure's fault
+                # An error comes as (type, exception, traceback), a cancellation as itself.
+                exc = outcome[1] if isinstance(outcome, tuple) else outcome
                 data = {
                     "trial_id": request.trial_id,
                     "hyperparameters": request.hyperparameters,
@@ -197,5 +207,5 @@ class TrialDispatcher:
                     )
                 )
                 continue
-            self.store.mark_done(request.trial_id)
+            self.store.mark_done(request.trial_id, defer=True)  # written with the commit
             return result, curve

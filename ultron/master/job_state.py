@@ -96,6 +96,10 @@ class JobStore:
         self.curves_key = keys.job_curves(job_id, namespace=namespace)
         # Beside the job's hash, like the trial table: it outlives the master as they do.
         self.log_key = f"{self.key}:strategy-log"
+        # Changes to the running record that wait for the next write (flush() or save()), so a
+        # trial's hand-off costs no Redis round trip of its own: trial id -> info, and ids.
+        self._running_soon: dict[str, str] = {}
+        self._done_soon: set[str] = set()
 
     def transient(self, *parts: str) -> str:
         """A key under the job's transient prefix, removed by ``finalize``."""
@@ -151,6 +155,7 @@ class JobStore:
         elif logged:
             pipe.rpush(self.log_key, *(json.dumps(call) for call in logged))
         pipe.hset(self.key, mapping=scalars)
+        self._flush_into(pipe)
         if new:
             pipe.hset(self.trials_key, mapping={t.trial_id: json.dumps(t.to_dict()) for t in new})
             curves = {
@@ -194,13 +199,38 @@ class JobStore:
     def set_status(self, status: JobStatus) -> None:
         self.client.hset(self.key, "status", str(status))
 
-    def mark_running(self, trials: dict[str, dict[str, Any]]) -> None:
-        """Record trials as running: trial id -> what is known of the attempt."""
-        mapping = {trial_id: json.dumps(info) for trial_id, info in trials.items()}
-        self.client.hset(self.transient("running"), mapping=mapping)
+    def mark_running(self, trials: dict[str, dict[str, Any]], *, defer: bool = False) -> None:
+        """Record trials as running: trial id -> what is known of the attempt.
 
-    def mark_done(self, trial_id: str) -> None:
-        self.client.hdel(self.transient("running"), trial_id)
+        With ``defer`` the record is written by the next :meth:`flush` or :meth:`save`.
+        """
+        for trial_id, info in trials.items():
+            self._done_soon.discard(trial_id)
+            self._running_soon[trial_id] = json.dumps(info)
+        if not defer:
+            self.flush()
+
+    def mark_done(self, trial_id: str, *, defer: bool = False) -> None:
+        """Remove a trial from the running record (with ``defer``: at the next write)."""
+        self._running_soon.pop(trial_id, None)
+        self._done_soon.add(trial_id)
+        if not defer:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the deferred changes to the running record now (one round trip)."""
+        if self._running_soon or self._done_soon:
+            pipe = self.client.pipeline(transaction=True)
+            self._flush_into(pipe)
+            pipe.execute()
+
+    def _flush_into(self, pipe: Any) -> None:
+        key = self.transient("running")
+        if self._done_soon:
+            pipe.hdel(key, *self._done_soon)
+        if self._running_soon:
+            pipe.hset(key, mapping=self._running_soon)
+        self._running_soon, self._done_soon = {}, set()
 
     def clear_running(self) -> None:
         self.client.delete(self.transient("running"))

@@ -17,6 +17,7 @@ update (the state as a snapshot now and then and the strategy's calls in between
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 from collections.abc import Callable, Sequence
@@ -64,6 +65,9 @@ class Store(Protocol):
         *,
         logged: Sequence[list[Any]] | None = None,
     ) -> None: ...
+
+    def flush(self) -> None:
+        """Write what the dispatcher deferred (the running record) now."""
 
 
 class Cache(Protocol):
@@ -291,7 +295,11 @@ class Master:
     def run_batch(self) -> None:
         """The paper's loop: rounds of ``parallelism`` candidates."""
         self._resume_strategy()
-        self._batches()
+        try:
+            self._batches()
+        finally:
+            with contextlib.suppress(Exception):  # never over the error that ended the loop
+                self.store.flush()
         self._checkpoint(final=True)
 
     def _batches(self) -> None:
@@ -314,8 +322,10 @@ class Master:
                 if answered is not None:
                     results[trial_id] = answered
             self._start_launched()
+            self.store.flush()  # the round's running record
             while self.dispatcher.in_flight:
                 results.update((r.trial_id, r) for r in self._finish())
+                self.store.flush()
             self._commit(candidates, [results[trial_id] for trial_id in ids])
 
     def _run_commands(self, free: int, can_start_new: bool) -> list[TrialResult]:
@@ -347,7 +357,11 @@ class Master:
     def run_async(self) -> None:
         """Keep ``parallelism`` trials running; update the strategy with each result."""
         self._resume_strategy()
-        self._keep_running()
+        try:
+            self._keep_running()
+        finally:
+            with contextlib.suppress(Exception):  # never over the error that ended the loop
+                self.store.flush()
         self._checkpoint(final=True)
 
     def _keep_running(self) -> None:
@@ -389,9 +403,10 @@ class Master:
                     pending[trial_id] = config
                     if self.driver is not None:
                         self.driver.start_trial(trial_id)
-            if self._to_start:
-                self._checkpoint()  # a restart must not propose these candidates again
+            launching = bool(self._to_start)
             self._start_launched()
+            if launching:  # one write: the running record, and what a restart must not
+                self._checkpoint()  # propose again (the candidates just sampled)
             if not pending:
                 return
             if self.dispatcher.in_flight:

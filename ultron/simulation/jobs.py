@@ -69,6 +69,9 @@ class MemoryStore:
     ) -> None:
         self.saves += 1
 
+    def flush(self) -> None:
+        pass
+
 
 class MemoryCache:
     """The score cache of one simulated job, as a dict; answers as the real one does.

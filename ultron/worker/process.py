@@ -267,6 +267,20 @@ def _exit_with_parent() -> None:
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
+def _has_children() -> bool:
+    """Whether this process has a child, a zombie included (Linux: ``/proc/self/task/*/
+    children``). As a subreaper it adopts every orphan below it, so no child means nothing
+    below it at all. ``True`` where the kernel does not say."""
+    try:
+        for task in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{task}/children", "rb") as children:
+                if children.read().strip():
+                    return True
+    except OSError:
+        return True
+    return False
+
+
 def main(fd: int, code_paths: Sequence[str] = (), *, memory_limit: int | None = None) -> None:
     """Serve requests on the inherited socket ``fd`` until it closes or says ``exit``.
 
@@ -300,7 +314,8 @@ def main(fd: int, code_paths: Sequence[str] = (), *, memory_limit: int | None = 
             continue
         _redirect_output(request["log_path"])
         out = run_one(request, models)
-        end_descendants()  # before the answer: when the worker hears it, they are gone
+        if _has_children():  # the scan of /proc costs milliseconds; most trials start nothing
+            end_descendants()  # before the answer: when the worker hears it, they are gone
         conn.send(out)
 
 
