@@ -45,8 +45,9 @@ __all__ = ["MAX_ITERATIONS", "EarlyStopping", "JobSpec", "Objective", "Resources
 # trials a job is a mistake (a typo, an extra zero) more often than a plan.
 MAX_ITERATIONS = 100_000
 
-StrategyName = Literal[
-    "random", "grid", "tpe", "cmaes", "gp", "qmc", "optuna", "reinforce", "evolution"
+StrategyName = Annotated[
+    Literal["random", "grid", "tpe", "cmaes", "gp", "qmc", "optuna", "reinforce", "evolution"],
+    Field(title="Built-in"),
 ]
 """The built-in strategies (``ultron.algorithms.registry``; a test keeps the two in step)."""
 
@@ -63,6 +64,17 @@ CodeURL = Annotated[
     Field(title="Object-store URL", description="An fsspec URL of a .tar.gz (s3://...)."),
 ]
 """A code base in an object store."""
+
+
+def _bare_lists_are_choices(schema: dict[str, Any]) -> None:
+    """The search space's schema takes a bare list as a choice too (as spec files write it,
+    and as stored deployments hold it): Prefect checks a run's parameters against it."""
+    entry = schema.get("additionalProperties")
+    if isinstance(entry, dict):
+        choice = {"type": "array", "title": "Choice (a bare list of values)"}
+        schema["additionalProperties"] = {"anyOf": [entry, choice]}
+    schema["example"] = {"lr": {"type": "loguniform", "low": 1e-4, "high": 0.1}}
+
 
 _MODEL_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 _QUANTITY = re.compile(r"^\d+(\.\d+)?(Ki|Mi|Gi|Ti|k|M|G|T)?$")
@@ -176,7 +188,7 @@ class JobSpec(Strict):
         "kernels, seeded from the trial's seed): the same spec and seed give the same scores "
         "in batch mode, at some cost in speed.",
     )
-    code: CodeURL | Path = Field(
+    code: CodeURL | Annotated[Path, Field(title="Path on the worker")] = Field(
         description="Your code base: a folder or a .tar.gz with setup.py or pyproject.toml, "
         "on the worker's disk, or an object-store URL of a .tar.gz (s3://bucket/code.tar.gz; "
         "ultron submit uploads it for you)."
@@ -185,7 +197,7 @@ class JobSpec(Strict):
     search_space: dict[str, DomainSpec] = Field(
         description="Hyper-parameter name -> domain: uniform, loguniform, int or choice (in a "
         "spec file a bare list [a, b] is a choice).",
-        json_schema_extra={"example": {"lr": {"type": "loguniform", "low": 1e-4, "high": 0.1}}},
+        json_schema_extra=_bare_lists_are_choices,
     )
     strategy: StrategyName | UserStrategy = Field(
         default="random",
