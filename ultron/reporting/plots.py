@@ -70,16 +70,30 @@ def _by_strategy(runs: Sequence[SeedRun]) -> dict[str, list[SeedRun]]:
     return groups
 
 
-def _band(ax: Any, x: np.ndarray, curves: np.ndarray, label: str, color: Any) -> None:
-    """Each seed (thin), and where every seed has a score the mean over seeds (line) and mean
-    +- one sample standard deviation (band): a mean over the seeds that happen to have scored
-    would jump when a late seed joins."""
+def _band(
+    ax: Any, x: np.ndarray, curves: np.ndarray, label: str, color: Any, *, steps: bool
+) -> None:
+    """Each seed (thin), and where every seed has a score the mean over seeds (thick) with
+    mean +- one sample standard deviation (band): a mean over the seeds that happen to have
+    scored would jump when a late seed joins. The final mean +- std is marked at the end.
+    ``steps``: hold each value until the next x (wall time), else join the points (trials)."""
     mean = curves.mean(axis=0)
     std = curves.std(axis=0, ddof=1) if len(curves) > 1 else np.zeros_like(mean)
+    draw = {"drawstyle": "steps-post"} if steps else {"marker": ".", "markersize": 4}
     for row in curves:
-        ax.plot(x, row, color=color, alpha=0.3, linewidth=0.8)
-    ax.plot(x, mean, color=color, linewidth=2.0, label=f"{label} (n={len(curves)})")
-    ax.fill_between(x, mean - std, mean + std, color=color, alpha=0.2, linewidth=0)
+        ax.plot(x, row, color=color, alpha=0.35, linewidth=0.8, **draw)
+    ax.plot(x, mean, color=color, linewidth=2.0, **draw)
+    band = {"step": "post"} if steps else {}
+    ax.fill_between(x, mean - std, mean + std, color=color, alpha=0.2, linewidth=0, **band)
+    ax.errorbar(
+        x[-1:],
+        mean[-1:],
+        yerr=std[-1:],
+        fmt="o",
+        color=color,
+        capsize=4,
+        label=f"{label}: {mean[-1]:.4g} ± {std[-1]:.2g} (n={len(curves)})",
+    )
 
 
 def _axes(title: str, xlabel: str, ylabel: str) -> tuple[Any, Any]:
@@ -105,7 +119,8 @@ def best_vs_trials(runs: Sequence[SeedRun], direction: Direction, metric: str) -
             best = best_so_far(run.scores, direction)
             curves[row, : len(best)] = best
             curves[row, len(best) :] = best[-1] if best else np.nan
-        _band(ax, np.arange(1, length + 1), curves, label, colors(i % 10))
+        _band(ax, np.arange(1, length + 1), curves, label, colors(i % 10), steps=False)
+    ax.xaxis.get_major_locator().set_params(integer=True)
     ax.legend(loc="best")
     return _png(fig)
 
@@ -130,7 +145,7 @@ def best_vs_time(runs: Sequence[SeedRun], direction: Direction, metric: str) -> 
             best = np.array(best_so_far([p[1] for p in pairs], direction))
             done = np.searchsorted(times, grid, side="right")  # trials ended by each instant
             curves[row] = np.where(done > 0, best[np.maximum(done - 1, 0)], np.nan)
-        _band(ax, grid, curves, label, colors(i % 10))
+        _band(ax, grid, curves, label, colors(i % 10), steps=True)
     ax.legend(loc="best")
     return _png(fig)
 
@@ -153,6 +168,7 @@ def learning_curves(curves: Mapping[str, Sequence[Mapping[str, Any]]], metric: s
         points = [(r["step"], r[metric]) for r in reports if metric in r and "step" in r]
         if points:
             ax.plot(*zip(*sorted(points), strict=True), linewidth=1.0, alpha=0.8, label=trial_id)
+    ax.xaxis.get_major_locator().set_params(integer=True)
     if 0 < len(curves) <= 12:
         ax.legend(loc="best", fontsize="small", title="trial")
     return _png(fig)
@@ -172,6 +188,8 @@ def score_vs_hyperparameters(
         numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
         if numeric:
             ax.scatter(values, scores, s=18)
+            if all(isinstance(v, int) for v in values):
+                ax.xaxis.get_major_locator().set_params(integer=True)
             positive = [float(v) for v in values if v is not None and float(v) > 0]
             if positive and len(positive) == len(values) and max(positive) > 100 * min(positive):
                 ax.set_xscale("log")

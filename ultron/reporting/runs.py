@@ -110,7 +110,7 @@ def run_from_trials(
     origin = min(starts) if starts else 0.0
     times, last = [], 0.0
     for end in ends:
-        last = max(last, end - origin) if end is not None else last
+        last = end - origin if end is not None else last
         times.append(round(last, 3))
     scores = tuple(t.score if t.status.ok and t.score is not None else None for t in ordered)
     return SeedRun(strategy, seed, job_id, scores, tuple(times))
