@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 
 from ultron.spec.loader import load_spec
@@ -16,7 +17,7 @@ def test_deployments_load_their_flow_and_spec() -> None:
 
     config = yaml.safe_load((REPO / "prefect.yaml").read_text())
     names = [d["name"] for d in config["deployments"]]
-    assert names == ["hpo-job", "nightly-quickstart-benchmark"]
+    assert names == ["hpo-job", "hpo-job-k8s", "nightly-quickstart-benchmark"]
     for deployment in config["deployments"]:
         flow = load_flow_from_entrypoint(deployment["entrypoint"])  # a module path: ultron.*
         assert flow.name == "hpo-job"
@@ -25,5 +26,47 @@ def test_deployments_load_their_flow_and_spec() -> None:
             # The worker runs in the repository (the pull step), so paths are relative to it.
             spec = load_spec(deployment["parameters"]["spec"], base_dir=REPO)
             assert spec.code == (REPO / "examples" / "quickstart" / "code").resolve()
-    nightly = config["deployments"][1]
+    nightly = next(d for d in config["deployments"] if d["name"].startswith("nightly"))
     assert nightly["schedules"][0]["cron"] == "0 3 * * *"
+
+
+def _resolve(schema: dict, node: dict) -> dict:
+    ref = node.get("$ref")
+    return schema["definitions"][ref.rsplit("/", 1)[1]] if ref else node
+
+
+@pytest.mark.slow
+def test_the_registered_parameter_schema_is_the_typed_spec(prefect_server) -> None:
+    """What `prefect deploy` registered (and the UI renders): every field of the spec with its
+    type, default and description; choices as enums; search-space entries as typed objects."""
+    from prefect.client.base import ServerType
+    from prefect.client.orchestration import SyncPrefectClient
+
+    from ultron.algorithms.registry import BUILTIN_STRATEGIES
+    from ultron.spec.job import JobSpec
+
+    with SyncPrefectClient(prefect_server.api_url, server_type=ServerType.SERVER) as client:
+        deployment = client.read_deployment_by_name("hpo-job/hpo-job")
+    schema = deployment.parameter_openapi_schema
+    assert schema["required"] == ["spec"]
+    spec = _resolve(schema, schema["properties"]["spec"])
+    fields = spec["properties"]
+    assert set(fields) == set(JobSpec.model_fields)
+    assert all(field.get("description") for field in fields.values())
+    assert fields["num_iterations"]["type"] == "integer" and fields["num_iterations"]["default"]
+    assert fields["name"]["type"] == "string" and fields["name"]["default"] == "hpo-job"
+    built_in = fields["strategy"]["anyOf"][0]
+    assert built_in["enum"] == list(BUILTIN_STRATEGIES)  # the choices, kept in step
+    assert fields["strategy"]["anyOf"][1]["title"] == "Your own strategy"  # BYO stays open
+    assert _resolve(schema, fields["objective"])["properties"]["mode"]
+    mode = _resolve(schema, _resolve(schema, fields["objective"])["properties"]["mode"])
+    assert mode["enum"] == ["minimize", "maximize"]
+    assert fields["loop"]["anyOf"][0]["enum"] == ["batch", "async"]
+    stopping = _resolve(schema, fields["early_stopping"]["anyOf"][0])
+    assert stopping["properties"]["type"]["enum"] == ["asha", "hyperband", "median", "pop"]
+    entry = fields["search_space"]["additionalProperties"]["anyOf"][0]
+    assert entry["discriminator"]["propertyName"] == "type"
+    kinds = {_resolve(schema, e)["properties"]["type"]["const"] for e in entry["oneOf"]}
+    assert kinds == {"uniform", "loguniform", "int", "choice"}
+    int_entry = schema["definitions"]["IntSpec"]["properties"]
+    assert int_entry["low"]["type"] == "integer" and int_entry["log"]["default"] is False
