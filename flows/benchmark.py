@@ -156,7 +156,9 @@ def _job_problem(
     from ultron.spec.loader import load_spec
 
     path = Path(entry["spec"])
-    spec = load_spec(path if path.is_absolute() else _REPO / path, check_code=True)
+    if not path.is_absolute():  # the deployment runs in the repository; else ours
+        path = path if path.exists() else _REPO / path
+    spec = load_spec(path, check_code=True)
     runs: list[SeedRun] = []
     for label, options in strategies.items():
         fields = spec.model_dump(mode="json") | dict(entry.get("overrides", {}))

@@ -17,8 +17,10 @@ def test_deployments_load_their_flow_and_spec() -> None:
 
     config = yaml.safe_load((REPO / "prefect.yaml").read_text())
     names = [d["name"] for d in config["deployments"]]
-    assert names == ["hpo-job", "hpo-job-k8s", "nightly-quickstart-benchmark"]
-    for deployment in config["deployments"]:
+    assert names == ["hpo-job", "hpo-job-k8s", "nightly-benchmark"]
+    jobs = [d for d in config["deployments"] if d["entrypoint"].endswith(":hpo_job")]
+    assert [d["name"] for d in jobs] == ["hpo-job", "hpo-job-k8s"]
+    for deployment in jobs:
         flow = load_flow_from_entrypoint(deployment["entrypoint"])  # a module path: ultron.*
         assert flow.name == "hpo-job"
         assert "spec" in flow.parameters.properties
@@ -26,8 +28,6 @@ def test_deployments_load_their_flow_and_spec() -> None:
             # The worker runs in the repository (the pull step), so paths are relative to it.
             spec = load_spec(deployment["parameters"]["spec"], base_dir=REPO)
             assert spec.code == (REPO / "examples" / "quickstart" / "code").resolve()
-    nightly = next(d for d in config["deployments"] if d["name"].startswith("nightly"))
-    assert nightly["schedules"][0]["cron"] == "0 3 * * *"
 
 
 def _resolve(schema: dict, node: dict) -> dict:
@@ -70,3 +70,17 @@ def test_the_registered_parameter_schema_is_the_typed_spec(prefect_server) -> No
     assert kinds == {"uniform", "loguniform", "int", "choice"}
     int_entry = schema["definitions"]["IntSpec"]["properties"]
     assert int_entry["low"]["type"] == "integer" and int_entry["log"]["default"] is False
+
+
+def test_nightly_benchmark_runs_the_benchmark_suite_on_a_schedule() -> None:
+    from prefect.flows import load_flow_from_entrypoint
+
+    from ultron.flows.benchmark import SUITES
+
+    config = yaml.safe_load((REPO / "prefect.yaml").read_text())
+    nightly = next(d for d in config["deployments"] if d["name"] == "nightly-benchmark")
+    flow = load_flow_from_entrypoint(nightly["entrypoint"])
+    assert flow.name == "benchmark"
+    assert set(nightly["parameters"]) <= set(flow.parameters.properties)
+    assert nightly["parameters"]["suite"] in SUITES
+    assert nightly["schedules"][0]["cron"] == "0 3 * * *"
