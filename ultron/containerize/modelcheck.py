@@ -7,6 +7,13 @@ interpreter: the model is imported as a trial process imports it (the code base'
 first, the current folder off ``sys.path``), and constructed once with no arguments. The
 module is named, not imported: the worker room sits above this one.
 
+A model that passed in an environment of ``ULTRON_HOME`` is remembered there
+(``modelcheck/<key>``), keyed by everything its verdict depends on: the interpreter (its
+environment is content-addressed by the code base's hash), the model, the import folders and
+the installed packages' and the check's own modification times. A later job with the same key
+skips the subprocess (a few tenths of a second of every job's start); a failure is never
+remembered, and an interpreter elsewhere is always checked.
+
 Example::
 
     env = build_environment(job.code, cache_dir=cache_dir)
@@ -15,12 +22,17 @@ Example::
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
 import json
+import os
 import subprocess
+import sysconfig
 from collections.abc import Sequence
 from pathlib import Path
 
 from ultron.errors import CodeBaseError, ConfigIssue, SpecError
+from ultron.services.paths import ultron_home
 
 __all__ = ["check_model"]
 
@@ -50,6 +62,17 @@ def check_model(
             that needs arguments or raises, an import that fails, a check that does not end).
         CodeBaseError: the interpreter cannot be started.
     """
+    key = _verdict_key(python, code_paths, model)
+    if key is not None and _passed(key):
+        return
+    _run_check(python, code_paths, model, timeout_s)
+    if key is not None:
+        _remember(key)
+
+
+def _run_check(
+    python: str | Path, code_paths: Sequence[str | Path], model: str, timeout_s: float
+) -> None:
     command = [str(python), "-P", "-m", _INSPECT_MODULE, model, *map(str, code_paths)]
     try:
         done = subprocess.run(
@@ -94,3 +117,47 @@ def _answer(stdout: str) -> list[dict[str, str]] | None:
         return None
     problems = answer.get("problems") if isinstance(answer, dict) else None
     return problems if isinstance(problems, list) else None
+
+
+def _mtime(path: str | Path | None) -> int:
+    try:
+        return os.stat(path).st_mtime_ns if path else 0
+    except OSError:
+        return 0
+
+
+def _verdict_key(python: str | Path, code_paths: Sequence[str | Path], model: str) -> str | None:
+    """What a remembered verdict must match; ``None`` for an interpreter outside
+    ``ULTRON_HOME`` (not an environment we built) or one that is not there."""
+    home = ultron_home().resolve()
+    # The folder, resolved: the interpreter itself is a link out of the environment.
+    if not _mtime(python) or not Path(python).parent.resolve().is_relative_to(home):
+        return None
+    spec = importlib.util.find_spec(_INSPECT_MODULE)
+    parts = [
+        str(python),
+        str(_mtime(python)),
+        model,
+        *map(str, code_paths),
+        *(str(_mtime(p)) for p in code_paths),
+        str(_mtime(sysconfig.get_paths()["purelib"])),  # a package added, removed or upgraded
+        str(_mtime(spec.origin if spec else None)),
+    ]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+
+
+def _verdict(key: str) -> Path:
+    return ultron_home() / "modelcheck" / key
+
+
+def _passed(key: str) -> bool:
+    return _verdict(key).exists()
+
+
+def _remember(key: str) -> None:
+    """Mark a passing verdict; a folder that cannot be written only costs the next job a check."""
+    try:
+        _verdict(key).parent.mkdir(parents=True, exist_ok=True)
+        _verdict(key).touch()
+    except OSError:
+        pass
