@@ -189,7 +189,9 @@ def _check_manifest(folder: str, base: JobSpec, *, seeds: int, labels: list[str]
     runs with (strategy, stopper, budget) is checked job by job against its stored spec.
     """
     spec = {k: v for k, v in redacted_spec(base).items() if k not in _PER_JOB}
-    manifest = {"spec": spec, "code_hash": code_hash(base.code)}
+    # A code base in an object store is fetched by the jobs; here its URL stands for it.
+    code = str(base.code) if base.code_is_remote else code_hash(base.code_path)
+    manifest = {"spec": spec, "code_hash": code}
     stored = read_json(f"{folder}/experiment.json")
     if stored is not None and {k: stored.get(k) for k in manifest} != manifest:
         raise UltronError(
