@@ -177,6 +177,7 @@ class TrialDispatcher:
             future, outcome = self._next_done()
             request = self._pending.pop(future.key)
             self._futures.pop(future.key, None)
+            data: dict[str, Any]
             if isinstance(outcome, dict):
                 data = outcome
             else:  # KilledWorker, a lost worker: the infrastructure's fault
