@@ -177,7 +177,7 @@ class TrialDispatcher:
             future, outcome = self._next_done()
             request = self._pending.pop(future.key)
             self._futures.pop(future.key, None)
-            data: dict[str, Any]
+            data: Any  # the trial's dict, as run_trial returned it
             if isinstance(outcome, dict):
                 data = outcome
             else:  # KilledWorker, a lost worker: the infrastructure's fault
