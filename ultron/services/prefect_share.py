@@ -195,15 +195,22 @@ def _watch(server: Any, folder: Path, idle_s: float) -> None:
     last_used = time.monotonic()
     while not server.should_exit:
         time.sleep(_WATCH_EVERY_S)
-        with locked(folder):
-            if live_uses(folder):
-                last_used = time.monotonic()
-                continue
-            if time.monotonic() - last_used < idle_s:
-                continue
-            # Under the lock: a job either finds server.json and takes a use first, or not.
-            if (_read_state(folder) or {}).get("pid") == os.getpid():
-                (folder / _STATE_FILE).unlink(missing_ok=True)
+        if not folder.is_dir():  # its ULTRON_HOME was removed: no job can find it any more
+            server.should_exit = True
+            return
+        try:
+            with locked(folder):
+                if live_uses(folder):
+                    last_used = time.monotonic()
+                    continue
+                if time.monotonic() - last_used < idle_s:
+                    continue
+                # Under the lock: a job either finds server.json and takes a use first, or not.
+                if (_read_state(folder) or {}).get("pid") == os.getpid():
+                    (folder / _STATE_FILE).unlink(missing_ok=True)
+                server.should_exit = True
+        except Exception:  # the folder went away under us: stop rather than run unwatched
+            logger.exception("the shared Prefect server's idle watch failed; stopping")
             server.should_exit = True
 
 
