@@ -10,6 +10,8 @@ import pytest
 import yaml
 
 import ultron
+from ultron.master.strategy import build_strategy
+from ultron.spec.loader import load_spec
 
 REPO = Path(__file__).parents[2]
 QUICKSTART = REPO / "examples" / "quickstart"
@@ -44,5 +46,14 @@ def test_same_seed_same_table_other_seed_other_table(tmp_path: Path, redis_url: 
     assert _table(first) == _table(again)  # same configurations, order and scores
     assert len({t.score for t in first.trials}) > 1  # the scores depend on the configuration
 
-    other = ultron.run(_spec(tmp_path, 12), redis_url=redis_url)
-    assert [t.hyperparameters for t in other.trials] != [t.hyperparameters for t in first.trials]
+    # Another seed: the job's strategy proposes other configurations from the first round on
+    # (tests/flows/test_experiment.py runs jobs of three seeds and compares their tables).
+    def rounds(seed: int) -> list[dict[str, Any]]:
+        strategy = build_strategy(load_spec(_spec(tmp_path, seed)))
+        return [
+            *strategy.sample_hyperparameter_candidates(2),
+            *strategy.sample_hyperparameter_candidates(2),
+        ]
+
+    assert rounds(11) == [t.hyperparameters for t in first.trials]  # what the jobs ran
+    assert rounds(12) != rounds(11)
