@@ -45,6 +45,7 @@ from ultron.reporting import (
 )
 from ultron.reporting.plots import require_matplotlib
 from ultron.services.paths import artifact_key, job_results_url
+from ultron.services.secrets import conceal
 from ultron.simulation import Benchmark, simulate_job
 from ultron.simulation.tabular import load_grid
 
@@ -164,7 +165,7 @@ def _job_problem(
         fields = spec.model_dump(mode="json") | dict(entry.get("overrides", {}))
         fields |= {"strategy": options["strategy"], **_options(options)}
         out = experiment(
-            fields, seeds=seeds, experiment_id=f"bench-{suite}-{day}-{problem}-{label}"
+            conceal(fields), seeds=seeds, experiment_id=f"bench-{suite}-{day}-{problem}-{label}"
         )
         document = read_json(f"{out['folder']}/summary.json")
         runs += [SeedRun.from_dict({**run, "strategy": label}) for run in document["runs"]]

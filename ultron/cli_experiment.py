@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ultron.errors import UltronError
+from ultron.errors import SpecError, UltronError
 
 __all__ = ["experiment", "register", "report"]
 
@@ -25,8 +25,9 @@ def register(app: typer.Typer) -> None:
 
 
 def _fail(exc: Exception) -> NoReturn:
+    """One clean error; exit 2 for bad input (nothing ran), 1 for a job that failed."""
     err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
-    raise typer.Exit(code=2)
+    raise typer.Exit(code=2 if isinstance(exc, SpecError) else 1)
 
 
 def _names(text: str | None) -> list[str] | None:
