@@ -61,6 +61,8 @@ def experiment(
     from ultron.api import prefect_defaults
     from ultron.flows.experiment import experiment as experiment_flow
     from ultron.reporting.plots import require_matplotlib
+    from ultron.services.paths import check_job_id, new_job_id
+    from ultron.services.prefect_share import prefect_api
     from ultron.services.secrets import conceal
     from ultron.spec.loader import load_spec
 
@@ -69,14 +71,20 @@ def experiment(
         job = load_spec(spec, check_code=True)
         if storage is not None:
             job = job.model_copy(update={"storage": storage})
-        prefect_defaults()
-        out = experiment_flow(
-            conceal(job),
-            seeds=seeds,
-            strategies=_names(strategies),
-            stoppers=_names(stoppers),
-            experiment_id=experiment_id,
+        experiment_id = check_job_id(experiment_id or new_job_id(f"{job.name}-exp"))
+        err_console.print(
+            f"experiment {experiment_id}: resume with --experiment-id {experiment_id}",
+            highlight=False,
         )
+        prefect_defaults()
+        with prefect_api():  # the machine's shared Prefect server, as ultron run uses
+            out = experiment_flow(
+                conceal(job),
+                seeds=seeds,
+                strategies=_names(strategies),
+                stoppers=_names(stoppers),
+                experiment_id=experiment_id,
+            )
     except UltronError as exc:
         _fail(exc)
     table = Table("strategy", "seeds", "mean", "std", title=f"experiment {out['experiment_id']}")
