@@ -188,7 +188,7 @@ class JobSpec(Strict):
         "kernels, seeded from the trial's seed): the same spec and seed give the same scores "
         "in batch mode, at some cost in speed.",
     )
-    code: CodeURL | Annotated[Path, Field(title="Path on the worker")] = Field(
+    code: Annotated[Path, Field(title="Path on the worker")] | CodeURL = Field(
         description="Your code base: a folder or a .tar.gz with setup.py or pyproject.toml, "
         "on the worker's disk, or an object-store URL of a .tar.gz (s3://bucket/code.tar.gz; "
         "ultron submit uploads it for you)."
