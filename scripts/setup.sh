@@ -30,4 +30,11 @@ if [ ! -x /usr/bin/redis-check-rdb ] && command -v apt-get >/dev/null && [ "$(id
       --no-install-recommends redis-tools; } >/dev/null 2>&1 \
     || echo "redis-tools could not be installed; the Redis TLS tests will skip"
 fi
+# The Prefect UI test drives Debian's Chromium with Playwright (never `playwright install`,
+# which downloads a browser). Skipped without apt or root: that test then skips.
+if [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+      --no-install-recommends chromium; } >/dev/null 2>&1 \
+    || echo "chromium could not be installed; the Prefect UI test will skip"
+fi
 echo "ultron is installed in .venv ($(.venv/bin/python -c 'import ultron; print(ultron.__version__)'))"
