@@ -57,6 +57,7 @@ def fetch_code(url: str, *, home: Path) -> Path:
     fs, path = _filesystem(url)
     shown = mask_url(url)
     try:
+        fs.invalidate_cache(path)  # a cached listing would name an older version's ETag
         info = fs.info(path)
     except FileNotFoundError:
         raise CodeBaseError(
