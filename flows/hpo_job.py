@@ -73,43 +73,13 @@ def hpo_job(spec: JobSpec, job_id: str | None = None) -> dict[str, Any] | State:
         # would mark it failed and rewrite its results with this spec).
         store = JobStore(connect(redis_url), job_id)
         check_or_store_spec(store, job, code_hash=code_hash(job.code_path))
-        resources: JobResources | None = None
-        state: JobState | None = None
         error: str | None = None
         status = JobStatus.COMPLETED
-        clock = _Clock()
+        run = _Run()
         # ultron cancel JOB, from any machine, reaches the job through its Redis.
         with watching_requests(store.client, job_id):
             try:
-                CANCEL.raise_if_requested(job_id)  # Ctrl-C while Prefect was starting
-                check_storage(job.storage)  # an unreachable object store fails in seconds
-                env = clock.time("containerize", containerize, job, job_id)
-                CANCEL.raise_if_requested(job_id)
-                check_model(env.python, import_paths(env.source), job.model)
-                # The user's code owns its module names in this process while the job runs
-                # (a BYO strategy may import more of it later); nothing of it outlives the job.
-                with user_code(import_paths(env.source)):
-                    # Built once per job, here, so a bad strategy or stopper fails before
-                    # resources are taken (why live objects go to search_loop: JobResources').
-                    strategy = build_strategy(job)
-                    stopper = build_stopper(job)
-                    if job.data is not None:  # bad data stops the job before any compute
-                        validate_data(job.data, base_dir=job.code_path.parent)
-                    resources = clock.time(
-                        "acquire_resources", acquire_resources, job, job_id, redis_url, env
-                    )
-                    _log_dashboard(resources)
-                    state = clock.time(
-                        "search_loop",
-                        search_loop,
-                        job,
-                        job_id,
-                        env,
-                        resources,
-                        redis_url,
-                        strategy,
-                        stopper,
-                    )
+                _run_tasks(job, job_id, redis_url, run)
             except BaseException as exc:
                 error = f"{type(exc).__name__}: {exc}"
                 status = JobStatus.CANCELLED if _is_cancellation(exc) else JobStatus.FAILED
@@ -117,13 +87,41 @@ def hpo_job(spec: JobSpec, job_id: str | None = None) -> dict[str, Any] | State:
                     raise
             finally:
                 summary = finalize(
-                    job, job_id, redis_url, resources, state, error, clock.seconds, status
+                    job, job_id, redis_url, run.resources, run.state, error, run.seconds, status
                 )
     if status is JobStatus.CANCELLED:
         return Cancelled(
             message=f"job {job_id} was cancelled; it resumes with its id", data=summary
         )
     return summary
+
+
+def _run_tasks(job: JobSpec, job_id: str, redis_url: str, run: _Run) -> None:
+    """containerize, acquire_resources and search_loop; what they hold goes into ``run``, for
+    finalize, whatever happens."""
+    CANCEL.raise_if_requested(job_id)  # Ctrl-C while Prefect was starting
+    check_storage(job.storage)  # an unreachable object store fails in seconds
+    env = run.time("containerize", containerize, job, job_id)
+    CANCEL.raise_if_requested(job_id)
+    check_model(env.python, import_paths(env.source), job.model)
+    # The user's code owns its module names in this process while the job runs (a BYO
+    # strategy may import more of it later); nothing of it outlives the job.
+    with user_code(import_paths(env.source)):
+        # Built once per job, here, so a bad strategy or stopper fails before resources are
+        # taken (why live objects go to search_loop: JobResources' docstring).
+        strategy = build_strategy(job)
+        stopper = build_stopper(job)
+        if job.data is not None:  # bad data stops the job before any compute is spent
+            validate_data(job.data, base_dir=job.code_path.parent)
+        run.resources = run.time(
+            "acquire_resources", acquire_resources, job, job_id, redis_url, env
+        )
+        _log_dashboard(run.resources)
+        run.state = run.time(
+            "search_loop",
+            search_loop,
+            *(job, job_id, env, run.resources, redis_url, strategy, stopper),
+        )
 
 
 def fetched(job: JobSpec) -> JobSpec:
@@ -155,11 +153,13 @@ def _stable_job_id(name: str) -> str:
     return new_job_id(name, suffix=run_id[:8] if run_id else None)
 
 
-class _Clock:
-    """Seconds each task took, for the summary (``timings``)."""
+class _Run:
+    """What the tasks hold (for finalize) and the seconds each took (``timings``)."""
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
+        self.resources: JobResources | None = None
+        self.state: JobState | None = None
 
     def time(self, name: str, fn: Any, *args: Any) -> Any:
         started = time.monotonic()
