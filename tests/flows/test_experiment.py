@@ -8,6 +8,7 @@ import base64
 import json
 import re
 import statistics
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,18 @@ QUICKSTART = REPO / "examples" / "quickstart"
 PNG = b"\x89PNG\r\n\x1a\n"
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect")]
+
+
+@pytest.fixture(scope="module")
+def dask_address() -> Iterator[str]:
+    """One real Dask cluster of processes for the experiment's six jobs (ULTRON_DASK_ADDRESS):
+    each job would otherwise start and stop its own, which is most of a two-trial job's time."""
+    from distributed import LocalCluster
+
+    with LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+    ) as cluster:
+        yield cluster.scheduler_address
 
 
 def _spec(tmp_path: Path, redis_url: str) -> Path:
@@ -45,7 +58,10 @@ def _best(job_dir: Path) -> float:
     return max(t["score"] for t in trials if t["status"] == "completed")
 
 
-def test_experiment_table_plots_and_resume(tmp_path: Path, redis_url: str) -> None:
+def test_experiment_table_plots_and_resume(
+    tmp_path: Path, redis_url: str, dask_address: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ULTRON_DASK_ADDRESS", dask_address)
     spec = _spec(tmp_path, redis_url)
     args = ["experiment", str(spec), "--seeds", "3", "--strategies", "random,tpe"]
     args += ["--experiment-id", "exp-q"]
