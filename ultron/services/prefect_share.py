@@ -11,7 +11,9 @@ always wins; ``ULTRON_PREFECT_SERVER=ephemeral`` keeps Prefect's ephemeral serve
 As with the shared Redis (:mod:`ultron.services.redis_share`): ``server.lock`` guards starting
 and stopping, ``server.json`` names the server once it answers, and a job holds a lock file
 in ``users/`` while it runs, so the server never stops under a job (a job that died stops
-counting by itself). Stop it at once with ``python -m ultron.services.prefect_share stop``.
+counting by itself). A job that finds another one starting the server does not wait for it:
+it runs on Prefect's ephemeral server, as it would have without a shared one. Stop the server
+at once with ``python -m ultron.services.prefect_share stop``.
 """
 
 from __future__ import annotations
@@ -31,10 +33,11 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+from filelock import FileLock, Timeout
 
 from ultron.errors import UltronError
 from ultron.services.paths import ultron_home
-from ultron.services.redis_share import Ticket, live_uses, locked
+from ultron.services.redis_share import Ticket, live_uses
 from ultron.settings import settings
 
 __all__ = ["prefect_api", "shared_server_url", "stop_shared_server"]
@@ -42,6 +45,9 @@ __all__ = ["prefect_api", "shared_server_url", "stop_shared_server"]
 logger = logging.getLogger(__name__)
 
 _STATE_FILE = "server.json"
+_LOCK_FILE = "server.lock"
+_LOCK_TIMEOUT_S = 60.0  # the watch and `stop` wait this long for a job's start or check
+_BUSY_S = 2.0  # longer than a check of a running server: someone is starting one
 _LOG_FILE = "server.log"
 _MODULE = "ultron.services.prefect_share"
 _WATCH_EVERY_S = 2.0
@@ -135,19 +141,35 @@ def _start(folder: Path, timeout_s: float) -> str:
     return url
 
 
-def shared_server_url(*, timeout_s: float = 120.0) -> tuple[str, Ticket]:
-    """The shared server's API URL, started if none answers, and this process's use of it.
+@contextlib.contextmanager
+def _locked(folder: Path, timeout_s: float = _LOCK_TIMEOUT_S) -> Iterator[None]:
+    """Hold ``server.lock``; ``filelock.Timeout`` after ``timeout_s`` seconds."""
+    with FileLock(folder / _LOCK_FILE, timeout=timeout_s):
+        yield
+
+
+def shared_server_url(*, timeout_s: float = 120.0) -> tuple[str, Ticket] | None:
+    """The shared server's API URL, started if none answers, and this process's use of it;
+    ``None`` while another job is starting it (this job then starts Prefect's ephemeral
+    server, as fast as waiting for that one, and the next jobs share it).
 
     Drop the ticket when the job ends (the server stops itself once idle).
     """
     folder = _folder()
-    with locked(folder):
+    lock = FileLock(folder / _LOCK_FILE, timeout=_BUSY_S)
+    try:
+        lock.acquire()
+    except Timeout:
+        return None
+    try:
         ticket = Ticket(folder)
         try:
             url = _running(folder) or _start(folder, timeout_s)
         except BaseException:
             ticket.drop()
             raise
+    finally:
+        lock.release()
     return url, ticket
 
 
@@ -167,7 +189,11 @@ def prefect_api() -> Iterator[str | None]:
         return
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    url, ticket = shared_server_url(timeout_s=settings().prefect_start_timeout_s)
+    shared = shared_server_url(timeout_s=settings().prefect_start_timeout_s)
+    if shared is None:
+        yield None
+        return
+    url, ticket = shared
     try:
         with temporary_settings(updates={PREFECT_API_URL: url}):
             yield url
@@ -178,7 +204,7 @@ def prefect_api() -> Iterator[str | None]:
 def stop_shared_server() -> bool:
     """Stop the shared server of ``ULTRON_HOME`` now; whether one was running."""
     folder = _folder()
-    with locked(folder):
+    with _locked(folder):
         state = _read_state(folder) or {}
         pid = state.get("pid")
         (folder / _STATE_FILE).unlink(missing_ok=True)
@@ -199,7 +225,7 @@ def _watch(server: Any, folder: Path, idle_s: float) -> None:
             server.should_exit = True
             return
         try:
-            with locked(folder):
+            with _locked(folder):
                 if live_uses(folder):
                     last_used = time.monotonic()
                     continue

@@ -9,6 +9,7 @@ from pathlib import Path
 import httpx
 import psutil
 import pytest
+from filelock import FileLock
 
 from ultron.services import prefect_share
 
@@ -24,6 +25,17 @@ def test_a_users_own_prefect_api_wins(tmp_path: Path, monkeypatch: pytest.Monkey
     with prefect_share.prefect_api() as url:
         assert url is None
     assert not (tmp_path / "prefect" / "server.json").exists()  # nothing was started
+
+
+def test_a_job_that_finds_the_server_starting_does_not_wait_for_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ULTRON_HOME", str(tmp_path))
+    (tmp_path / "prefect").mkdir()
+    starting = FileLock(tmp_path / "prefect" / "server.lock")  # another job is starting it
+    with starting, prefect_share.prefect_api() as url:
+        assert url is None  # Prefect's ephemeral server, as without a shared one
+    assert not list((tmp_path / "prefect").glob("users/*.lock"))
 
 
 @pytest.mark.slow
