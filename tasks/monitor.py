@@ -106,10 +106,6 @@ class JobMonitor:
         if last is not None:
             self._changed.set()
 
-    def flush(self) -> None:
-        """Write the artifacts once more and stop the thread (the search is over)."""
-        self.close()
-
     def close(self) -> None:
         """Stop the thread after a last write of what changed; safe to call twice."""
         if not self._closing.is_set():

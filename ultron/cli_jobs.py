@@ -25,7 +25,6 @@ from ultron.errors import UltronError
 __all__ = ["register"]
 
 err_console = Console(stderr=True, soft_wrap=True)
-_FINAL = ("completed", "failed", "cancelled")
 
 
 def _out() -> Console:
