@@ -19,6 +19,11 @@ import redis
 from ultron.api import prefect_defaults
 from ultron.services.redis_server import EmbeddedRedis
 
+# The jobs that tests start in subprocesses share a Prefect server per ULTRON_HOME (the default,
+# ultron.services.prefect_share); each test's own home would otherwise keep one running for the
+# ten idle minutes a user's machine gets, dozens at once by the end of the suite.
+os.environ.setdefault("ULTRON_PREFECT_IDLE_S", "15")
+
 _S3_ENV = {
     "AWS_ACCESS_KEY_ID": "testing",
     "AWS_SECRET_ACCESS_KEY": "testing",
