@@ -142,7 +142,7 @@ def _run_problem(
         for label in strategies
         for seed in range(seeds)
     ]
-    return runs, Direction(bench.direction), "value"
+    return runs, Direction(bench.direction), str(getattr(bench, "metric", "value"))
 
 
 def _job_problem(

@@ -45,7 +45,7 @@ def benchmark_html(
     else:
         page.paragraph(f"No regression against {previous}.")
     for name, problem in problems.items():
-        page.heading(f"{name}: best {problem.direction.value[:3]} {problem.metric} per strategy")
+        page.heading(f"{name}: best {problem.metric} ({problem.direction}) per strategy")
         page.table(summary_rows(summarize(problem.runs, problem.direction)))
         for plot in ("best_vs_trials.png", "best_vs_time.png"):
             image = problem.files[plot]

@@ -47,6 +47,7 @@ class GridProblem:
 
     def __init__(self, name: str, rows: list[dict[str, str]], grid: _Grid) -> None:
         self.name = name
+        self.metric = grid.objective
         values = {a: sorted({float(r[a]) for r in rows}) for a in grid.axes}
         self._axes = grid.axes
         self._table: dict[tuple[int, ...], tuple[float, float]] = {}
