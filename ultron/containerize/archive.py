@@ -171,9 +171,13 @@ def _empty(dest: Path, *, remove: bool) -> None:
 
 def _check_members(archive: Path, members: list[tarfile.TarInfo]) -> None:
     links = {_parts(member.name): member.linkname for member in members if member.issym()}
+    folders = _folders(members)
     files: set[tuple[str, ...]] = set()  # regular files so far: what a hardlink may name
     for member in members:
         problem = _member_problem(member, links)
+        if problem is None and not member.isdir() and _parts(member.name) in folders:
+            # tarfile replaces what lies there; a link over a folder made it recurse forever.
+            problem = "is not a folder, but the archive has a folder at that path"
         if problem is None and member.islnk() and _parts(member.linkname) not in files:
             problem = f"is a hardlink to {member.linkname!r}, which is not a file before it"
         if member.isreg():
@@ -186,6 +190,16 @@ def _check_members(archive: Path, members: list[tarfile.TarInfo]) -> None:
                 "folder with `tar -czf code.tar.gz -C <parent> <project folder>`, without "
                 "absolute paths, '..', special files or links that point outside it"
             )
+
+
+def _folders(members: list[tarfile.TarInfo]) -> set[tuple[str, ...]]:
+    """The paths of the archive's folder members, and the names that end in '/' or '/.' (they
+    name a folder whatever their type says)."""
+    return {
+        _parts(member.name)
+        for member in members
+        if member.isdir() or member.name.split("/")[-1] in ("", ".")
+    }
 
 
 def _parts(name: str) -> tuple[str, ...]:

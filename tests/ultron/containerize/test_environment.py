@@ -203,6 +203,17 @@ MALICIOUS = {
         "proj/lnk/f.txt",
         "under the symlink",
     ),
+    # Found by the property suite: tarfile recursed forever replacing the folder with a link.
+    "link named as a folder": (
+        [_member("proj/a", tarfile.DIRTYPE), _member("proj/./a/.", tarfile.LNKTYPE, "proj/a")],
+        "proj/./a/.",
+        "has a folder at that path",
+    ),
+    "symlink over a folder": (
+        [_member("proj/a", tarfile.DIRTYPE), _member("proj/a", tarfile.SYMTYPE, "b")],
+        "proj/a",
+        "has a folder at that path",
+    ),
     "fifo": ([_member("proj/pipe", tarfile.FIFOTYPE)], "proj/pipe", "fifo"),
     "device": ([_member("proj/null", tarfile.CHRTYPE)], "proj/null", "device"),
 }
