@@ -38,9 +38,11 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import importlib
 import importlib.abc
 import importlib.machinery
+import json
 import os
 import sys
 from collections.abc import Iterable, Iterator, Sequence
@@ -48,6 +50,7 @@ from importlib import metadata
 from importlib.machinery import ModuleSpec
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 __all__ = ["claim_names", "import_paths", "top_level_names", "user_code"]
 
@@ -59,7 +62,52 @@ _BASE = frozenset(sys.stdlib_module_names) | {"ultron"}
 @functools.cache
 def _ours() -> frozenset[str]:
     """Top-level module names of the standard library, ultron and every package it runs on:
-    its requirements, their extras included, and the extras of ultron that are installed."""
+    its requirements, their extras included, and the extras of ultron that are installed.
+
+    Walking the installed distributions takes a second or more at every job's start, so the
+    answer is kept under ``ULTRON_HOME`` per Python environment, keyed by what an install or
+    an uninstall changes (:func:`_installed_key`)."""
+    key = _installed_key()
+    where = _ours_file()
+    with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
+        kept = json.loads(where.read_text())
+        if kept["key"] == key:
+            return _BASE | frozenset(kept["names"])
+    tops = _walk_requirements()
+    with contextlib.suppress(OSError):  # a read-only home only costs the walk next time
+        where.parent.mkdir(parents=True, exist_ok=True)
+        partial = where.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_text(json.dumps({"key": key, "names": sorted(tops)}))
+        partial.replace(where)  # atomic: a job starting beside us reads all of it or nothing
+    return _BASE | tops
+
+
+def _ours_file() -> Path:
+    from ultron.services.paths import ultron_home
+
+    prefix = hashlib.sha256(sys.prefix.encode()).hexdigest()[:16]
+    return ultron_home() / "cache" / f"ours-{prefix}.json"
+
+
+def _installed_key() -> list[Any]:
+    """What changes when a distribution is installed, upgraded or removed: the modification
+    times of the folders on ``sys.path`` that hold distributions (their ``*.dist-info``
+    folders come and go), with the interpreter and ultron's own version."""
+    folders = []
+    for entry in sys.path:
+        path = Path(entry or ".")
+        if path.name in ("site-packages", "dist-packages"):
+            with contextlib.suppress(OSError):
+                folders.append([str(path.resolve()), path.stat().st_mtime_ns])
+    try:
+        version: str | None = metadata.version(_DISTRIBUTION)
+    except metadata.PackageNotFoundError:
+        version = None
+    return [sys.prefix, sys.version, version, folders]
+
+
+def _walk_requirements() -> frozenset[str]:
+    """The top-level names of ultron's distribution and those it requires, transitively."""
     from packaging.requirements import Requirement
     from packaging.utils import canonicalize_name
 
@@ -82,7 +130,7 @@ def _ours() -> frozenset[str]:
         for top, distributions in metadata.packages_distributions().items()
         if any(canonicalize_name(d) in wanted for d in distributions)
     }
-    return _BASE | tops
+    return frozenset(tops)
 
 
 def _provided_extras(name: str) -> list[str]:

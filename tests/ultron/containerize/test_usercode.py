@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import importlib
+import json
+import os
 import sys
+import time
 import types
 from pathlib import Path
 
@@ -79,3 +82,36 @@ def test_modules_imported_before_the_block_stay(tmp_path: Path) -> None:
     with user_code([repository]):
         pass
     assert before <= set(sys.modules)
+
+
+def test_the_names_ultron_runs_on_are_kept_on_disk_until_an_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ultron.containerize import usercode
+
+    monkeypatch.setenv("ULTRON_HOME", str(tmp_path / "home"))
+    site = tmp_path / "site-packages"  # a folder of distributions, as pip leaves one
+    site.mkdir()
+    monkeypatch.setattr(sys, "path", [*sys.path, str(site)])
+    usercode._ours.cache_clear()
+    walked = usercode._walk_requirements()
+    first = usercode._ours()
+    kept = next((tmp_path / "home" / "cache").glob("ours-*.json"))
+    assert first == usercode._BASE | walked
+    # A stored answer is what the next process gets: mark it to see it come back.
+    data = json.loads(kept.read_text())
+    kept.write_text(json.dumps({**data, "names": [*data["names"], "marker_name"]}))
+    usercode._ours.cache_clear()
+    assert "marker_name" in usercode._ours()
+    # An install (a new *.dist-info folder) changes the folder: the walk is done again.
+    (site / "newpkg-1.0.dist-info").mkdir()
+    os.utime(site, ns=(time.time_ns() + 10**9,) * 2)  # coarse file-system clocks
+    usercode._ours.cache_clear()
+    assert "marker_name" not in usercode._ours()
+    assert usercode._ours() == first
+    # An unreadable stored answer is walked again and rewritten.
+    kept.write_text("{not json")
+    usercode._ours.cache_clear()
+    assert usercode._ours() == first
+    assert json.loads(kept.read_text())["key"] == usercode._installed_key()
+    usercode._ours.cache_clear()
