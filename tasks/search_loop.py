@@ -113,6 +113,7 @@ def search_loop(
             tenant=spec.tenant,
             data_hash=resources.data.fingerprint() if resources.data is not None else None,
             enabled=spec.cache,
+            deterministic=spec.deterministic,
         ),
         dispatcher=dispatcher,
         store=store,

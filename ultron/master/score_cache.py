@@ -122,6 +122,8 @@ class ScoreCache:
         data_hash: the data service's fingerprint (``DataServiceHandle.fingerprint()``), or
             ``None`` for a job without streamed data.
         enabled: ``JobSpec.cache``; when ``False`` only the job's own trials are answered.
+        deterministic: ``JobSpec.deterministic``: scores of trials run with the frameworks'
+            deterministic settings answer only jobs that ask for them, and only those.
         namespace: key prefix.
     """
 
@@ -136,13 +138,20 @@ class ScoreCache:
         tenant: str,
         data_hash: str | None = None,
         enabled: bool = True,
+        deterministic: bool = False,
         namespace: str = keys.NAMESPACE,
     ) -> None:
         self.client = client
         self.metric = metric
         self.enabled = enabled
         self.key = keys.score_cache(
-            code_hash, data_hash, model=model, seed=seed, tenant=tenant, namespace=namespace
+            code_hash,
+            data_hash,
+            model=model,
+            seed=seed,
+            tenant=tenant,
+            deterministic=deterministic,
+            namespace=namespace,
         )
 
     def get_many(

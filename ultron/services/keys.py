@@ -121,9 +121,11 @@ def score_cache(
     model: str,
     seed: int,
     tenant: str,
+    deterministic: bool = False,
     namespace: str = NAMESPACE,
 ) -> str:
-    """The score cache of one computation of one tenant: code base, data, model class, job seed.
+    """The score cache of one computation of one tenant: code base, data, model class, job seed
+    and whether the trials ran with the frameworks' deterministic settings (``deterministic``).
 
     The tenant is in the key twice: readable (so a platform team can find or drop a tenant's
     entries) and in the digest (so no tenant name can make another's key).
@@ -140,6 +142,8 @@ def score_cache(
         "tenant": tenant,
         "version": SCORE_CACHE_VERSION,
     }
+    if deterministic:  # a part only when set: the keys of every other job stay as they were
+        parts["deterministic"] = True
     digest = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
     return f"{namespace}:cache:v{SCORE_CACHE_VERSION}:{tenant}:{digest}"
 

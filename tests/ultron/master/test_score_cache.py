@@ -116,8 +116,9 @@ def test_cache_off_answers_only_the_very_trial_of_the_same_job(make_cache: Cache
         {"model": "pkg.other:Model"},
         {"seed": 1},
         {"tenant": "team-b"},
+        {"deterministic": True},
     ],
-    ids=["code", "data", "model-class", "model-module", "seed", "tenant"],
+    ids=["code", "data", "model-class", "model-module", "seed", "tenant", "deterministic"],
 )
 def test_another_computation_misses(
     redis_client: redis.Redis, namespace: str, change: dict[str, Any]
