@@ -81,16 +81,20 @@ def test_submit_uploads_the_code_once_and_the_worker_runs_it_from_the_store(
 
     hidden.rename(user)
     stored = fs.info(archive.removeprefix("s3://"))
+    # Again, to a deployment the server lacks: the code base is not sent twice, and the wrong
+    # name is one clean error (no second job runs).
     again = subprocess.run(
-        [ULTRON, "submit", "job.yaml", "--wait"],
+        [ULTRON, "submit", "job.yaml", "--deployment", "hpo-job/no-such"],
         cwd=user,
         env=prefect_server.env,
         capture_output=True,
         text=True,
-        timeout=400,
+        timeout=120,
     )
-    assert again.returncode == 0, (again.stdout, again.stderr)
+    assert again.returncode == 2, (again.stdout, again.stderr)
     assert again.stdout.splitlines()[0] == f"code base unchanged, already at {archive}"
+    assert "--deployment is 'hpo-job/no-such'" in again.stderr and "Fix:" in again.stderr
+    assert "Traceback" not in again.stderr
     assert fs.ls(f"{storage}/code".removeprefix("s3://"), refresh=True) == [
         archive.removeprefix("s3://")
     ]

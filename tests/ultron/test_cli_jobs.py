@@ -141,12 +141,30 @@ def test_status_shows_running_trials_and_cancel_stops_the_job_cleanly(
     assert left <= {keys.job_run(job_id, "running")}, left
     limiter = ResourceLimiter(redis.Redis.from_url(redis_url), max_units=64)
     assert job_id not in limiter.holders()
-    assert not [pid for pid in tree if psutil.pid_exists(pid) and _alive(pid)]
+    # Every process of the job ends (the Dask workers and Prefect's temporary server take a
+    # moment after the job's process has exited).
+    procs = [p for p in map(_process, tree) if p is not None]
+    _, alive = psutil.wait_procs(procs, timeout=30)
+    assert not [(p.pid, _cmdline(p)) for p in alive if _alive(p.pid)]
     listed = _ultron("jobs", "--redis-url", redis_url).output
     row = next(line for line in listed.splitlines() if job_id in line)
     assert "cancelled" in row
     # The running trials resume from their checkpoints when the job runs again with its id.
     assert redis_client.hget(keys.job(job_id), "status") == "cancelled"
+
+
+def _process(pid: int) -> psutil.Process | None:
+    try:
+        return psutil.Process(pid)
+    except psutil.NoSuchProcess:
+        return None
+
+
+def _cmdline(proc: psutil.Process) -> str:
+    try:
+        return " ".join(proc.cmdline())
+    except psutil.Error:
+        return "?"
 
 
 def _alive(pid: int) -> bool:
