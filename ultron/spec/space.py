@@ -105,6 +105,17 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
+def _without_legacy(data: Any) -> Any:
+    """An entry as ultron before the typed entries dumped it (every key of every type, unused
+    ones null or false), reduced to its type's keys: a stored spec still compares on resume."""
+    if not isinstance(data, dict):
+        return data
+    unused = {k for k in ("low", "high", "values") if k in data and data[k] is None}
+    if data.get("type") != "int" and data.get("log") is False:
+        unused.add("log")
+    return {k: v for k, v in data.items() if k not in unused}
+
+
 class _Entry(Strict):
     """What every search-space entry has: its ``type``, the tag that tells them apart."""
 
@@ -124,6 +135,7 @@ class _Bounded(_Entry):
     @model_validator(mode="before")
     @classmethod
     def _both_bounds(cls, data: Any) -> Any:
+        data = _without_legacy(data)
         if isinstance(data, dict) and ("low" not in data or "high" not in data):
             kind = data.get("type", "bounded")
             raise rule_error(f"a {kind} entry needs both low and high", "add low: and high: bounds")
@@ -194,6 +206,7 @@ class ChoiceSpec(_Entry):
     @model_validator(mode="before")
     @classmethod
     def _values_not_bounds(cls, data: Any) -> Any:
+        data = _without_legacy(data)
         if isinstance(data, dict) and ("low" in data or "high" in data):
             raise rule_error(
                 "a choice takes values, not low/high", "remove low and high from this entry"
