@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ultron.services.cluster import _memory_limit
-from ultron.spec.job import _QUANTITY
+from ultron.spec.parts import _QUANTITY
 
 # Every suffix the spec accepts (_QUANTITY), with its Kubernetes meaning.
 FACTORS = {
