@@ -24,10 +24,17 @@ pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect")]
 
 def _read_artifacts(job_id: str) -> dict[str, object]:
     from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 
     key = "".join(c if c.isalnum() else "-" for c in job_id.lower())
+    # Filtered on the server: it holds every earlier test's artifacts too, more than a page.
+    only_this_job = ArtifactFilter(key=ArtifactFilterKey(like_=key))
     with get_client(sync_client=True) as client:
-        found = {a.key: a for a in client.read_artifacts() if a.key and a.key.startswith(key)}
+        found = {
+            a.key: a
+            for a in client.read_artifacts(artifact_filter=only_this_job)
+            if a.key and a.key.startswith(key)
+        }
     return found
 
 

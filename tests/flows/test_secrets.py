@@ -151,11 +151,18 @@ def _redis_found(url: str) -> list[str]:
 
 def _prefect_found(job_id: str) -> list[str]:
     from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 
     key = "".join(c if c.isalnum() else "-" for c in job_id.lower())
     found: list[str] = []
+    # Filtered on the server: it holds every earlier test's artifacts too, more than a page.
+    only_this_job = ArtifactFilter(key=ArtifactFilterKey(like_=key))
     with get_client(sync_client=True) as client:
-        artifacts = [a for a in client.read_artifacts() if a.key and a.key.startswith(key)]
+        artifacts = [
+            a
+            for a in client.read_artifacts(artifact_filter=only_this_job)
+            if a.key and a.key.startswith(key)
+        ]
         assert artifacts, f"no artifact of {job_id}"
         for artifact in artifacts:
             found += _found(artifact.model_dump_json(), f"artifact {artifact.key}")

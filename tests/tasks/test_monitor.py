@@ -20,6 +20,7 @@ pytestmark = pytest.mark.usefixtures("prefect")
 def test_writes_are_throttled_and_the_last_one_comes_at_close() -> None:
     from prefect import flow, task
     from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 
     from ultron.tasks.monitor import JobMonitor
 
@@ -49,8 +50,14 @@ def test_writes_are_throttled_and_the_last_one_comes_at_close() -> None:
     assert [e.done for e in events] == list(range(1, 31))  # every trial told at once
     assert events[-1].best_score == 0.0  # minimize: the lowest score
     key = job_id.lower()
+    # Filtered on the server: it holds every earlier test's artifacts too, more than a page.
+    only_this_job = ArtifactFilter(key=ArtifactFilterKey(like_=key))
     with get_client(sync_client=True) as client:
-        found = [a for a in client.read_artifacts() if a.key and a.key.startswith(key)]
+        found = [
+            a
+            for a in client.read_artifacts(artifact_filter=only_this_job)
+            if a.key and a.key.startswith(key)
+        ]
     boards = [a for a in found if a.key == f"{key}-leaderboard"]
     assert len(boards) == 1  # no write between the first (no trials yet) and the last
     rows = json.loads(boards[0].data) if isinstance(boards[0].data, str) else boards[0].data
