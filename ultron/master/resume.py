@@ -13,7 +13,7 @@ These fields may change, because no score depends on them (:data:`MAY_CHANGE`):
   the trials the job's table already holds: the table would hold more trials than the budget.
 - ``parallelism`` (unless the stopper is ``pop``, whose population has ``parallelism`` slots),
   ``trial_timeout``, ``acquire_timeout``, ``retries``, ``max_failed_share``, ``resources``,
-  ``cache``, ``redis_url`` and ``name``.
+  ``cache``, ``cluster``, ``redis_url`` and ``name``.
 - ``code`` may point elsewhere when the code base's content hash is the same.
 
 A job id is owned by the ``tenant`` of its first run: a run of it by another tenant is refused
@@ -65,6 +65,7 @@ MAY_CHANGE = frozenset(
     {
         "acquire_timeout",
         "cache",
+        "cluster",
         "max_failed_share",
         "name",
         "num_iterations",

@@ -28,6 +28,7 @@ from pydantic import Field, StringConstraints, ValidationInfo, field_validator, 
 from ultron.algorithms.registry import BUILTIN_STRATEGIES, is_builtin, looks_like_dotted_path
 from ultron.algorithms.space import SearchSpace
 from ultron.datamanager.spec import DataSpec
+from ultron.spec.cluster import ClusterSpec, LocalCluster
 from ultron.spec.paper import PAPER_KEY_NAMES, from_paper
 from ultron.spec.parts import EarlyStopping, Objective, Resources
 from ultron.spec.space import (
@@ -123,6 +124,10 @@ class JobSpec(Strict):
     parallelism: int = Field(default=1, ge=1, description="Trials that run at the same time.")
     objective: Objective = Field(default_factory=Objective, description="Metric and direction.")
     resources: Resources = Field(default_factory=Resources, description="Per-trial resources.")
+    cluster: ClusterSpec = Field(
+        default_factory=LocalCluster,
+        description="Where trials run: local (default), address, kubernetes or slurm.",
+    )
     retries: int = Field(
         default=2, ge=0, description="Retries of a trial after an infrastructure failure."
     )

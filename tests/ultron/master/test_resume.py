@@ -116,6 +116,7 @@ ALLOWED: dict[str, Any] = {
     "name": "renamed",
     "resources": {"cpu": 2, "memory": "1Gi"},
     "cache": False,
+    "cluster": {"type": "address", "address": "tcp://127.0.0.1:8786"},
 }
 
 
