@@ -13,6 +13,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from ultron.services.gpus import local_gpu_cluster
 from ultron.settings import settings
 from ultron.spec.job import JobSpec
 
@@ -49,26 +50,6 @@ def _memory_limit(memory: str | None) -> int:
     return 0 if memory is None else parse_bytes(memory)
 
 
-def _gpu_cluster(spec: JobSpec, memory_limit: int) -> Any:
-    from distributed import Nanny, Scheduler, SpecCluster
-
-    per = spec.resources.gpu
-    workers = {
-        f"gpu-worker-{i}": {
-            "cls": Nanny,
-            "options": {
-                "nthreads": 1,
-                "memory_limit": memory_limit,
-                "resources": {"GPU": per},
-                "env": {"CUDA_VISIBLE_DEVICES": ",".join(str(i * per + g) for g in range(per))},
-            },
-        }
-        for i in range(spec.parallelism)
-    }
-    scheduler = {"cls": Scheduler, "options": {"dashboard_address": ":0"}}
-    return SpecCluster(workers=workers, scheduler=scheduler, silence_logs=logging.WARNING)
-
-
 def start_cluster(spec: JobSpec) -> ClusterHandle:
     """Connect to ``ULTRON_DASK_ADDRESS`` or start a local cluster sized for ``spec``."""
     import dask
@@ -84,7 +65,7 @@ def start_cluster(spec: JobSpec) -> ClusterHandle:
         return ClusterHandle(Client(address), None, resources)
     memory_limit = _memory_limit(spec.resources.memory)
     if spec.resources.gpu:
-        cluster = _gpu_cluster(spec, memory_limit)
+        cluster = local_gpu_cluster(spec, memory_limit)
     else:
         cluster = LocalCluster(
             n_workers=spec.parallelism,
