@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Sets up a development environment in .venv: ultron with the torch, s3, tf, data, report and
-# dev extras.
+# Sets up a development environment in .venv: ultron with the torch, s3, tf, data, report,
+# kubernetes, slurm and dev extras.
 # Idempotent: a second run only checks. Uses uv when it can (10x faster than pip).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
-EXTRAS=${ULTRON_EXTRAS:-torch,s3,tf,data,report,dev}
+EXTRAS=${ULTRON_EXTRAS:-torch,s3,tf,data,report,kubernetes,slurm,dev}
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
