@@ -1,0 +1,77 @@
+"""The quickstart through ``cluster: {type: slurm}``: two Dask workers as SLURM jobs on a real
+(one-node, loopback) SLURM cluster; one worker job is cancelled with ``scancel`` mid-trial."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+import ultron
+from ultron.services import keys
+from ultron.worker.trial import TrialStatus
+
+QUICKSTART = Path(__file__).parents[2] / "examples" / "quickstart" / "job.yaml"
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect")]
+
+
+def _trials_mid_way(client: redis.Redis, job_id: str) -> int:
+    """How many trials have reported some of their 15 epochs and not the last few: with two
+    single-trial workers, two such trials mean both workers are in the middle of one."""
+    pattern = keys.trial_reports(job_id, "*")
+    return sum(2 <= int(client.llen(key)) <= 10 for key in client.scan_iter(match=pattern))
+
+
+def test_quickstart_on_slurm_survives_a_cancelled_worker_job(
+    tmp_path: Path, redis_url: str, slurm: Any
+) -> None:
+    job_id = f"slurm-quickstart-{uuid.uuid4().hex[:6]}"
+    client = redis.Redis.from_url(redis_url)
+    cancelled: dict[str, object] = {}
+
+    def cancel_a_worker_job() -> None:
+        deadline = time.monotonic() + 400
+        while _trials_mid_way(client, job_id) < 2:
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.1)
+        jobs = subprocess.run(
+            ["squeue", "--noheader", "--states=RUNNING", "--format=%i %j"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split("\n")
+        ours = [line.split() for line in jobs if "quickstart-digits" in line]
+        subprocess.run(["scancel", ours[0][0]], check=True)
+        cancelled.update(job=ours[0][0], running=len(ours))
+
+    canceller = threading.Thread(target=cancel_a_worker_job, daemon=True)
+    canceller.start()
+    result = ultron.run(
+        QUICKSTART,
+        job_id=job_id,
+        cluster={"type": "slurm", "walltime": "00:15:00"},
+        redis_url=redis_url,
+        storage=str(tmp_path / "runs"),
+    )
+    canceller.join(timeout=5)
+
+    assert cancelled.get("running") == 2, f"two worker jobs were not running: {cancelled}"
+    assert result.status == "completed"
+    assert len(result.trials) == 12  # num_iterations, each configuration once
+    assert len({t.trial_id for t in result.trials}) == 12
+    configs = {tuple(sorted(t.hyperparameters.items())) for t in result.trials}
+    assert len(configs) == 12
+    assert all(t.status is TrialStatus.COMPLETED and t.score is not None for t in result.trials)
+    # The trial its cancelled job was running failed once (the worker died) and was retried on
+    # the other worker; nothing else ran twice.
+    assert sorted(t.attempts for t in result.trials) == [1] * 11 + [2]
+    # finalize closed the cluster: no job of ours is queued, running or completing.
+    assert slurm.squeue() == []
