@@ -37,4 +37,11 @@ if [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null && [ "$(id -u)" =
       --no-install-recommends chromium; } >/dev/null 2>&1 \
     || echo "chromium could not be installed; the Prefect UI test will skip"
 fi
+# The SLURM backend's test starts Debian's slurmctld, slurmd and munged on loopback (as root,
+# without systemd). Skipped without apt or root: that test then skips.
+if [ ! -x /usr/sbin/slurmctld ] && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+      --no-install-recommends slurm-wlm munge; } >/dev/null 2>&1 \
+    || echo "slurm-wlm could not be installed; the SLURM backend test will skip"
+fi
 echo "ultron is installed in .venv ($(.venv/bin/python -c 'import ultron; print(ultron.__version__)'))"

@@ -121,6 +121,11 @@ class SlurmCluster(Strict):
         default_factory=list,
         description="Extra #SBATCH options, e.g. ['--constraint=a100', '--qos=short'].",
     )
+    interface: str | None = Field(
+        default=None,
+        description="Network interface the scheduler and workers talk on, e.g. ib0; default: "
+        "the address of this host's default route.",
+    )
 
     @field_validator("walltime")
     @classmethod
