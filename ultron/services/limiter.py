@@ -5,6 +5,9 @@ two jobs can both pass the check, and a job that dies never gives its units back
 is a *lease* that one Lua script checks and records at once; a lease not renewed in time
 expires (by the Redis server's clock), so a killed job's units come back on their own.
 
+Units may be fractions: a job of four trials with 0.25 GPU each holds 1 unit, and two jobs of
+0.5 fit in 1 (counted exactly, up to a tolerance of 1e-9; the limits are whole numbers).
+
 Limits: a global ``max_units`` and, per tenant, ``tenant_max_units``; a platform team stores
 them in Redis and each job reads them when it starts waiting (:mod:`ultron.services.limits`).
 
@@ -37,6 +40,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import time
 import uuid
 from collections.abc import Callable
@@ -69,7 +73,7 @@ class Lease:
 
     lease_id: str
     job_id: str
-    units: int
+    units: float
     tenant: str
     ttl_s: float
 
@@ -87,7 +91,7 @@ class Holding:
     """
 
     lease_id: str
-    units: int
+    units: float
     tenant: str
     expires_in_s: float
     since: float = 0.0
@@ -107,9 +111,23 @@ class Waiting:
 
     job_id: str
     tenant: str
-    units: int
+    units: float
     since: float
     expires_in_s: float
+
+
+def _units(raw: Any) -> float:
+    """A count of units as the script returns it (a string: it may be a fraction); an int
+    when whole."""
+    value = float(_text(raw))
+    return int(value) if value.is_integer() else value
+
+
+def _check_units(units: object) -> None:
+    number = units if isinstance(units, int | float) and not isinstance(units, bool) else None
+    if number is None or not math.isfinite(number) or number <= 0:
+        rule = "it must be a number of units above 0 (a fraction, such as 0.5 GPU, too)"
+        raise UltronError(_issue("units", units, rule, "request more than 0 units"))
 
 
 def _check_ttl(ttl_s: float) -> int:
@@ -190,13 +208,13 @@ class ResourceLimiter:
         # register_script only hashes the source; the script is loaded on first use.
         self._script = redis_client.register_script(SCRIPT)
 
-    def _call(self, *args: str | int) -> Any:
+    def _call(self, *args: str | float) -> Any:
         return self._script(keys=self._keys, args=args)
 
-    def _check_request(self, job_id: str, units: int) -> None:
+    def _check_request(self, job_id: str, units: float) -> None:
         if not isinstance(job_id, str) or not job_id:
             raise UltronError(_issue("job_id", job_id, "it must be a non-empty string", "name it"))
-        _check_count("units", units, fix="request at least one unit")
+        _check_units(units)
         field = "units (parallelism x per-trial units)"
         fix = "lower parallelism or the per-trial cpu/gpu, or raise the limit"
         if units > self.max_units:
@@ -208,20 +226,20 @@ class ResourceLimiter:
             raise ResourceTimeoutError(_issue(field, units, rule, fix))
 
     def _try(
-        self, job_id: str, units: int, ttl_s: float, *, queue: bool
-    ) -> tuple[Lease | None, int, int, str, bool]:
+        self, job_id: str, units: float, ttl_s: float, *, queue: bool
+    ) -> tuple[Lease | None, float, float, str, bool]:
         ttl_ms = _check_ttl(ttl_s)
         granted, lease_id, held, tenant, total, mine, blocker, head = self._call(
             "acquire", uuid.uuid4().hex, job_id, units, self.tenant, ttl_ms,
             self.max_units, self.tenant_max_units or 0, ttl_ms if queue else 0,
         )  # fmt: skip
         if not int(granted):
-            return None, int(total), int(mine), _text(blocker), bool(int(head))
-        lease = Lease(_text(lease_id), job_id, int(held), _text(tenant), float(ttl_s))
-        return lease, int(total), int(mine), "", True
+            return None, _units(total), _units(mine), _text(blocker), bool(int(head))
+        lease = Lease(_text(lease_id), job_id, _units(held), _text(tenant), float(ttl_s))
+        return lease, _units(total), _units(mine), "", True
 
     def acquire(
-        self, job_id: str, units: int, *, ttl_s: float = 30.0, queue: bool = False
+        self, job_id: str, units: float, *, ttl_s: float = 30.0, queue: bool = False
     ) -> Lease | None:
         """Takes ``units`` for ``job_id`` if they fit now and its turn has come; else None.
 
@@ -252,7 +270,7 @@ class ResourceLimiter:
     def acquire_blocking(
         self,
         job_id: str,
-        units: int,
+        units: float,
         *,
         ttl_s: float = 30.0,
         timeout_s: float = 300.0,
@@ -291,7 +309,7 @@ class ResourceLimiter:
                     msg = self._timeout_message(job_id, units, timeout_s, total, mine, blocker)
                     raise ResourceTimeoutError(msg)
                 logger.info(
-                    "job %s waits for %d units (%d in use; held back by %s)",
+                    "job %s waits for %s units (%s in use; held back by %s)",
                     job_id, units, total, blocker,
                 )  # fmt: skip
                 # A job behind its tenant's head waits for news that it heads the queue; the
@@ -310,7 +328,7 @@ class ResourceLimiter:
             logger.warning("job %s could not leave the limiter's queue: %s", job_id, exc)
 
     def _timeout_message(
-        self, job_id: str, units: int, timeout_s: float, total: int, mine: int, blocker: str
+        self, job_id: str, units: float, timeout_s: float, total: float, mine: float, blocker: str
     ) -> str:
         tenant_part, limits = "", "max_units"
         if self.tenant_max_units is not None:
@@ -336,10 +354,10 @@ class ResourceLimiter:
         """Gives the units of ``lease`` back; True if it was live. Safe to call twice."""
         return bool(int(self._call("release", lease.lease_id)))
 
-    def in_use(self, *, tenant: str | None = None) -> int:
+    def in_use(self, *, tenant: str | None = None) -> float:
         """Units held by live leases, all tenants' or only ``tenant``'s."""
         total, mine = self._call("usage", tenant or "")
-        return int(mine) if tenant is not None else int(total)
+        return _units(mine) if tenant is not None else _units(total)
 
     def holders(self) -> dict[str, Holding]:
         """Live leases keyed by job id."""
@@ -348,7 +366,7 @@ class ResourceLimiter:
         for i in range(0, len(rows), 6):
             lease_id, job, units, tenant, ms_left, granted_ms = rows[i : i + 6]
             out[_text(job)] = Holding(
-                _text(lease_id), int(units), _text(tenant), int(ms_left) / 1000,
+                _text(lease_id), _units(units), _text(tenant), int(ms_left) / 1000,
                 int(granted_ms) / 1000,
             )  # fmt: skip
         return out
@@ -357,7 +375,9 @@ class ResourceLimiter:
         """Jobs waiting for units, by arrival (live entries only)."""
         rows = self._call("waiters")
         return [
-            Waiting(_text(job), _text(tenant), int(units), int(since_ms) / 1000, int(left) / 1000)
+            Waiting(
+                _text(job), _text(tenant), _units(units), int(since_ms) / 1000, int(left) / 1000
+            )
             for job, tenant, units, since_ms, left in (
                 rows[i : i + 5] for i in range(0, len(rows), 5)
             )

@@ -28,6 +28,9 @@ KEY_NAMES = (
 # wakes waiting jobs when units or turns may have moved).  ARGV[1]: the operation.
 SCRIPT = """
 if redis.replicate_commands then redis.replicate_commands() end
+-- Units may be fractions (a trial of 0.25 GPU): sums are compared with a tolerance, and counts
+-- go back as strings (Redis would truncate a Lua number to an integer reply).
+local EPS = 1e-9
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local function drop(id)
@@ -108,8 +111,8 @@ if op == 'acquire' then
   if existing and redis.call('ZSCORE', KEYS[1], existing) then
     unqueue(job)
     redis.call('ZADD', KEYS[1], now + tonumber(ARGV[6]), existing)
-    return {1, existing, tonumber(redis.call('HGET', KEYS[2], existing)),
-            redis.call('HGET', KEYS[3], existing), total, mine, '', 1}
+    return {1, existing, redis.call('HGET', KEYS[2], existing),
+            redis.call('HGET', KEYS[3], existing), tostring(total), tostring(mine), '', 1}
   end
   local ticket = redis.call('ZSCORE', KEYS[7], job)
   if queue_ttl > 0 then
@@ -124,33 +127,34 @@ if op == 'acquire' then
   end
   local me = {ticket = tonumber(ticket) or math.huge, turn = served(tenant)}
   local blocker = ''
-  if total + units > max_units then blocker = '(max_units)'
-  elseif tenant_max > 0 and mine + units > tenant_max then blocker = '(tenant_max_units)'
+  if total + units > max_units + EPS then blocker = '(max_units)'
+  elseif tenant_max > 0 and mine + units > tenant_max + EPS then blocker = '(tenant_max_units)'
   else
     local room = max_units - total
     for _, h in ipairs(heads()) do
       if h.t == tenant then
         if h.ticket < me.ticket then blocker = h.job break end
-      elseif first(h, me) and h.u <= max_units and (h.m == 0 or (by[h.t] or 0) + h.u <= h.m) then
-        if h.u > room or room - h.u < units then blocker = h.job break end
+      elseif first(h, me) and h.u <= max_units + EPS
+          and (h.m == 0 or (by[h.t] or 0) + h.u <= h.m + EPS) then
+        if h.u > room + EPS or room - h.u < units - EPS then blocker = h.job break end
         room = room - h.u
       end
     end
   end
   if blocker ~= '' then
     local head = redis.call('HGET', KEYS[12], tenant) == job or not ticket
-    return {0, '', 0, '', total, mine, blocker, head and 1 or 0}
+    return {0, '', 0, '', tostring(total), tostring(mine), blocker, head and 1 or 0}
   end
   unqueue(job)
   redis.call('HSET', KEYS[11], tenant, redis.call('INCR', KEYS[10]))
   redis.call('ZADD', KEYS[1], now + tonumber(ARGV[6]), ARGV[2])
-  redis.call('HSET', KEYS[2], ARGV[2], units)
+  redis.call('HSET', KEYS[2], ARGV[2], ARGV[4])
   redis.call('HSET', KEYS[3], ARGV[2], tenant)
   redis.call('HSET', KEYS[4], ARGV[2], job)
   redis.call('HSET', KEYS[5], job, ARGV[2])
   redis.call('HSET', KEYS[6], ARGV[2], now)
   wake()
-  return {1, ARGV[2], units, tenant, total + units, mine + units, '', 1}
+  return {1, ARGV[2], ARGV[4], tenant, tostring(total + units), tostring(mine + units), '', 1}
 elseif op == 'renew' then  -- ARGV: op, lease_id, ttl_ms
   if not redis.call('ZSCORE', KEYS[1], ARGV[2]) then return 0 end
   redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[2])
@@ -165,14 +169,14 @@ elseif op == 'leave' then  -- ARGV: op, job_id: it stops waiting
   return removed
 elseif op == 'usage' then  -- ARGV: op, tenant
   local total, by = usage()
-  return {total, by[ARGV[2]] or 0}
+  return {tostring(total), tostring(by[ARGV[2]] or 0)}
 elseif op == 'holders' then  -- flat: lease_id, job_id, units, tenant, ms to expiry, granted ms
   local out, rows = {}, redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
   for i = 1, #rows, 2 do
     local id = rows[i]
     table.insert(out, id)
     table.insert(out, redis.call('HGET', KEYS[4], id) or '')
-    table.insert(out, tonumber(redis.call('HGET', KEYS[2], id) or '0'))
+    table.insert(out, redis.call('HGET', KEYS[2], id) or '0')
     table.insert(out, redis.call('HGET', KEYS[3], id) or '')
     table.insert(out, tonumber(rows[i + 1]) - now)
     table.insert(out, tonumber(redis.call('HGET', KEYS[6], id) or '0'))
@@ -186,7 +190,7 @@ elseif op == 'waiters' then  -- flat, by arrival: job_id, tenant, units, arrival
       local w = cjson.decode(raw)
       table.insert(out, job)
       table.insert(out, w.t)
-      table.insert(out, w.u)
+      table.insert(out, tostring(w.u))
       table.insert(out, w.s)
       table.insert(out, tonumber(redis.call('ZSCORE', KEYS[9], job) or now) - now)
     end

@@ -328,9 +328,9 @@ class JobSpec(Strict):
         return SearchSpace({name: entry.to_domain() for name, entry in self.search_space.items()})
 
     @property
-    def units(self) -> int:
+    def units(self) -> float:
         """Resource-limiter units the whole job holds: parallelism x units per trial."""
-        return self.parallelism * self.resources.units_per_trial
+        return self.resources.units_for(self.parallelism)
 
     def to_json(self) -> str:
         """The spec as JSON, in our own field names."""

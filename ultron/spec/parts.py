@@ -4,11 +4,15 @@ trial and early stopping.
 Example:
     >>> Resources(cpu=1.5).units_per_trial, Resources(gpu=2).units_per_trial
     (2, 2)
+    >>> Resources(gpu=0.25).units_for(parallelism=4)  # four trials share one GPU
+    1
 """
 
 from __future__ import annotations
 
+import math
 import re
+from fractions import Fraction
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -16,7 +20,7 @@ from pydantic import Field, field_validator, model_validator
 from ultron.algorithms.base import Direction
 from ultron.spec.space import Strict, non_finite, not_a_bool, rule_error
 
-__all__ = ["EarlyStopping", "Objective", "Resources"]
+__all__ = ["EarlyStopping", "Objective", "Resources", "gpu_share"]
 
 _QUANTITY = re.compile(r"^\d+(\.\d+)?(Ki|Mi|Gi|Ti|k|M|G|T)?$")
 
@@ -41,7 +45,12 @@ class Resources(Strict):
     memory: str | None = Field(
         default=None, description="Memory per trial as a Kubernetes quantity, e.g. 4Gi."
     )
-    gpu: int = Field(default=0, ge=0, description="GPUs per trial.")
+    gpu: float = Field(
+        default=0,
+        ge=0,
+        description="GPUs per trial: a whole number (multi-GPU trials), or a fraction that "
+        "divides one GPU (0.5, 0.25: that many trials share one GPU).",
+    )
     compute: Literal["cpu", "gpu"] | None = Field(
         default=None, description="Which unit the limiter counts; default gpu if gpu > 0."
     )
@@ -58,11 +67,55 @@ class Resources(Strict):
             )
         return value
 
+    @field_validator("gpu")
+    @classmethod
+    def _gpu_share(cls, value: float) -> float:
+        return gpu_share(value)
+
+    @model_validator(mode="after")
+    def _gpu_counted(self) -> Resources:
+        if self.compute == "gpu" and self.gpu == 0:
+            raise rule_error(
+                "compute: gpu counts GPUs per trial, and gpu is 0",
+                "set gpu (e.g. 1, or 0.5 to share a GPU), or compute: cpu",
+            )
+        return self
+
     @property
-    def units_per_trial(self) -> int:
-        """Resource-limiter units one trial holds: its GPUs, or its CPUs rounded up."""
+    def units_per_trial(self) -> float:
+        """Resource-limiter units one trial holds: its GPUs (a fraction too), or its CPUs
+        rounded up."""
         uses_gpu = self.compute == "gpu" or (self.compute is None and self.gpu > 0)
-        return self.gpu if uses_gpu else max(1, int(-(-self.cpu // 1)))
+        return self.gpu if uses_gpu else max(1, math.ceil(self.cpu))
+
+    def units_for(self, parallelism: int) -> float:
+        """Units of ``parallelism`` trials, counted exactly (four trials of 0.25 GPU: 1)."""
+        total = Fraction(self.units_per_trial).limit_denominator(1 << 20) * parallelism
+        return int(total) if total.denominator == 1 else float(total)
+
+
+def gpu_share(value: float) -> float:
+    """``value`` as a GPU amount: a whole number (as an int), or a fraction ``1/n`` of one GPU.
+
+    Raises:
+        PydanticCustomError: anything else (1.5, 0.3), with the nearest amounts as the fix.
+    """
+    if float(value).is_integer():
+        return int(value)
+    share = round(1 / value) if value < 1 else 0
+    if share and abs(share * value - 1) < 1e-9:
+        return value
+    if value > 1:
+        fix = f"write {math.floor(value)} or {math.ceil(value)} GPUs"
+    else:
+        n = math.ceil(1 / value)
+        fix = f"write 1/{n} = {1 / n:g} ({n} trials share a GPU)"
+        fix += f" or 1/{n - 1} = {1 / (n - 1):g}" if n > 2 else " or 1"
+    raise rule_error(
+        "gpu must be a whole number of GPUs or a fraction that divides one GPU (1/n: 0.5, "
+        "0.25, 0.2, ...)",
+        fix,
+    )
 
 
 class EarlyStopping(Strict):
