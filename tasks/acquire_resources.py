@@ -101,7 +101,7 @@ def acquire_resources(
     )
     cluster: ClusterHandle | None = None
     try:
-        cluster = start_cluster(spec)
+        cluster = start_cluster(spec, job_id)
         log_dir = str(scratch_dir(job_id) / "logs")
         memory = parse_bytes(spec.resources.memory) if spec.resources.memory else None
         cluster.client.run(
@@ -128,5 +128,5 @@ def acquire_resources(
         keeper.stop()
         limiter.release(lease)
         raise
-    logger.info("%d Dask workers up; dashboard %s", spec.parallelism, cluster.dashboard_link)
+    logger.info("%s cluster up; dashboard %s", spec.cluster.type, cluster.dashboard_link)
     return JobResources(limiter, lease, keeper, cluster, data)

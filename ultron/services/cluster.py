@@ -1,25 +1,38 @@
-"""The cluster factory: where trials run.
+"""The cluster factory: where trials run, from the spec's ``cluster:`` section.
 
-By default a Dask ``LocalCluster`` of ``parallelism`` single-threaded worker processes, so at
-most ``parallelism`` trials run at once. ``ULTRON_DASK_ADDRESS`` points at a running scheduler
-instead (a Dask-Kubernetes cluster, say). With GPUs per trial, each local worker is pinned to
-its own GPUs through ``CUDA_VISIBLE_DEVICES`` and advertises a ``GPU`` resource.
+- ``local`` (the default): a Dask ``LocalCluster`` of ``parallelism`` single-threaded worker
+  processes, so at most ``parallelism`` trials run at once; with GPUs per trial, each worker
+  is pinned to its GPUs (:mod:`ultron.services.gpus`).
+- ``address``: a Dask scheduler that already runs; the job only connects to it.
+- ``kubernetes``: a ``KubeCluster`` of the Dask operator (:mod:`ultron.services.kube`).
+- ``slurm``: workers as SLURM jobs (:mod:`ultron.services.slurm`).
+
+``ULTRON_DASK_ADDRESS``, when set, overrides the section: the job connects to that scheduler.
+On every backend a trial whose worker is lost fails at once (Dask's ``allowed-failures`` is 0,
+on a running scheduler too) and the dispatcher retries it from its checkpoint, instead of Dask
+rerunning it from scratch.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import logging
 from dataclasses import dataclass
 from typing import Any
 
+from ultron.errors import ConfigIssue, SpecError
 from ultron.services.gpus import local_gpu_cluster
 from ultron.settings import settings
+from ultron.spec.cluster import AddressCluster
 from ultron.spec.job import JobSpec
 
 __all__ = ["ClusterHandle", "start_cluster"]
 
 logger = logging.getLogger(__name__)
+
+# Seconds to reach a scheduler that should already run: a wrong address fails in seconds.
+_CONNECT_TIMEOUT_S = 15
 
 
 @dataclass
@@ -50,29 +63,102 @@ def _memory_limit(memory: str | None) -> int:
     return 0 if memory is None else parse_bytes(memory)
 
 
-def start_cluster(spec: JobSpec) -> ClusterHandle:
-    """Connect to ``ULTRON_DASK_ADDRESS`` or start a local cluster sized for ``spec``."""
-    import dask
-    from distributed import Client, LocalCluster
+def start_cluster(spec: JobSpec, job_id: str = "ultron") -> ClusterHandle:
+    """Connect to ``ULTRON_DASK_ADDRESS``, or start (or reach) the cluster of ``spec.cluster``.
 
-    # A worker that dies while running a trial fails that attempt at once (KilledWorker) so the
-    # dispatcher retries it from its checkpoint, instead of Dask rerunning it from scratch.
+    Args:
+        spec: the job's spec; ``cluster`` picks the backend, ``resources`` sizes the workers.
+        job_id: names the job's cluster where the backend makes one (Kubernetes).
+
+    Raises:
+        SpecError: the scheduler of ``cluster.address`` does not answer, or the kubernetes
+            backend has no image.
+        UltronError: the backend's optional dependency is not installed (the error names it).
+    """
+    import dask
+
     dask.config.set({"distributed.scheduler.allowed-failures": 0})
     resources: dict[str, float] = {"GPU": spec.resources.gpu} if spec.resources.gpu else {}
     address = settings().dask_address
     if address:
-        logger.info("using the Dask scheduler at %s", address)
-        return ClusterHandle(Client(address), None, resources)
+        logger.info("using the Dask scheduler at %s (ULTRON_DASK_ADDRESS)", address)
+        return ClusterHandle(_connect(address, "ULTRON_DASK_ADDRESS"), None, resources)
+    kind = spec.cluster.type
+    if isinstance(spec.cluster, AddressCluster):
+        logger.info("using the Dask scheduler at %s (cluster.address)", spec.cluster.address)
+        return ClusterHandle(_connect(spec.cluster.address, "cluster.address"), None, resources)
+    if kind == "kubernetes":
+        from ultron.services.kube import kube_cluster
+
+        cluster = kube_cluster(spec, job_id)
+    elif kind == "slurm":
+        # Imported by name: the module arrives with the slurm backend and needs dask-jobqueue.
+        cluster = importlib.import_module("ultron.services.slurm").slurm_cluster(spec)
+    else:
+        cluster = _local_cluster(spec)
+    return _client_of(cluster, resources)
+
+
+def _client_of(cluster: Any, resources: dict[str, float]) -> ClusterHandle:
+    """A client of a cluster we started; the cluster is closed if no client can be made."""
+    from distributed import Client
+
+    try:
+        client = Client(cluster)
+    except BaseException:
+        cluster.close()
+        raise
+    return ClusterHandle(client, cluster, resources)
+
+
+def _local_cluster(spec: JobSpec) -> Any:
+    from distributed import LocalCluster
+
     memory_limit = _memory_limit(spec.resources.memory)
     if spec.resources.gpu:
-        cluster = local_gpu_cluster(spec, memory_limit)
-    else:
-        cluster = LocalCluster(
-            n_workers=spec.parallelism,
-            threads_per_worker=1,
-            processes=True,
-            memory_limit=memory_limit,
-            dashboard_address=":0",
-            silence_logs=logging.WARNING,
+        return local_gpu_cluster(spec, memory_limit)
+    return LocalCluster(
+        n_workers=spec.parallelism,
+        threads_per_worker=1,
+        processes=True,
+        memory_limit=memory_limit,
+        dashboard_address=":0",
+        silence_logs=logging.WARNING,
+    )
+
+
+def _tell_fail_fast(client: Any) -> None:
+    """Set ``allowed-failures`` to 0 on a scheduler we did not start (our own read it from the
+    config, or, in a pod, from the environment): a task whose worker dies then fails at once
+    (KilledWorker), and ultron retries the trial from its checkpoint instead of Dask rerunning
+    it from scratch. A scheduler shared by several jobs is told too: every ultron job wants so.
+    """
+
+    def fail_fast(dask_scheduler: Any) -> None:
+        dask_scheduler.allowed_failures = 0
+
+    # Nested, so that it travels by value: the scheduler need not have ultron installed.
+    client.run_on_scheduler(fail_fast)
+
+
+def _connect(address: str, field: str) -> Any:
+    """A client of the running scheduler at ``address``; a clear error if none answers."""
+    from distributed import Client
+
+    try:
+        client = Client(address, timeout=_CONNECT_TIMEOUT_S)
+    except (OSError, TimeoutError) as exc:
+        where = "the environment" if field.isupper() else "job spec"
+        issue = ConfigIssue(
+            field,
+            address,
+            f"a Dask scheduler must answer there within {_CONNECT_TIMEOUT_S} s, but "
+            f"{type(exc).__name__}: {str(exc)[:200]}",
+            "start the scheduler (`dask scheduler` prints its address) or correct the address",
         )
-    return ClusterHandle(Client(cluster), cluster, resources)
+        raise SpecError([issue], where) from None
+    try:
+        _tell_fail_fast(client)
+    except Exception as exc:  # a scheduler that refuses run_on_scheduler still runs trials
+        logger.warning("could not set allowed-failures=0 on the scheduler at %s: %s", address, exc)
+    return client
