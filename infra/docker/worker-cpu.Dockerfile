@@ -1,15 +1,23 @@
-# Base worker image: Python, ultron and the core stack. A job image adds the user's code base:
-#   podman build -f infra/docker/worker-cpu.Dockerfile --build-arg CODE=examples/quickstart/code .
-FROM python:3.11-slim
-ARG CODE=""
+# The base worker image, CPU: Debian's Python 3.11 and ultron with its torch (CPU) and s3
+# extras in /opt/ultron/venv, on PATH. Nothing is fetched during the build: it installs from a
+# wheelhouse made on the host (reproducible, and builds here cannot reach a package index).
+#   bash infra/docker/make-base.sh                 # ultron-automl/python:3.11-bookworm
+#   bash infra/docker/build-worker.sh              # wheelhouse + this file
+# A job's image (ultron.containerize.image) is this plus the user's package and code base.
+ARG BASE=ultron-automl/python:3.11-bookworm
+FROM ${BASE}
+ENV PATH=/opt/ultron/venv/bin:/usr/local/bin:/usr/bin:/bin \
+    PIP_NO_INDEX=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONUNBUFFERED=1
+# The wheelhouse is bind-mounted, not copied: it would stay in a layer (hundreds of MB).
+# The CA bundle: make-base.sh unpacks ca-certificates without running its script, which makes it.
+RUN --mount=type=bind,source=wheels,target=/wheels \
+    cat /usr/share/ca-certificates/mozilla/*.crt > /etc/ssl/certs/ca-certificates.crt \
+ && python3 -m venv /opt/ultron/venv \
+ && /opt/ultron/venv/bin/python -m pip install -q --find-links /wheels \
+      "ultron-automl[torch,s3]" \
+ && /opt/ultron/venv/bin/python -m pip check \
+ && /opt/ultron/venv/bin/python -m pip freeze > /opt/ultron/requirements.lock
+COPY entrypoint.sh /usr/local/bin/ultron-entrypoint
 WORKDIR /opt/ultron
-COPY pyproject.toml README.md ./
-COPY ultron ultron
-COPY algorithms algorithms
-COPY tasks tasks
-COPY flows flows
-COPY datamanager datamanager
-RUN pip install --no-cache-dir ".[s3]"
-COPY ${CODE:-pyproject.toml} /opt/code/
-RUN if [ -n "$CODE" ]; then pip install --no-cache-dir /opt/code; fi
-ENTRYPOINT ["dask", "worker"]
+ENTRYPOINT ["/usr/local/bin/ultron-entrypoint"]
+CMD ["dask", "worker", "--help"]

@@ -86,6 +86,11 @@ class KubernetesCluster(Strict):
         default=None,
         description="Registry the job's image is pushed to, e.g. registry.example.com/hpo.",
     )
+    base_image: str = Field(
+        default="ultron-automl/worker-cpu:0.1.0",
+        description="Base worker image the job's image is built on (infra/docker/; "
+        "ultron-automl/worker-cuda:0.1.0 for GPUs); pulled when this machine lacks it.",
+    )
     env: dict[str, str] = Field(
         default_factory=dict, description="Extra environment variables of the worker pods."
     )

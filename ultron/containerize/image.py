@@ -1,0 +1,395 @@
+"""OCI images of a job's trial environment, for the kubernetes backend (paper V-B).
+
+A job's image is the base worker image (``infra/docker/``: Python and ultron with its
+dependencies in ``/opt/ultron/venv``) plus the user's package, installed from a wheelhouse made
+on this machine (the build itself reaches no package index, and is reproducible), and the code
+base in ``/opt/code``. Its tag is a content hash of the code base, the dependency wheels and
+the base image, so an image already in the registry is reused: nothing is built or pushed.
+
+The builder is whichever is present: podman, else buildah (neither needs a daemon), else
+docker with a running daemon (:func:`find_builder`). Registries on loopback (``localhost:5000``)
+are spoken to over plain HTTP, as Docker does.
+
+Example::
+
+    image = build_job_image("examples/quickstart/code", registry="localhost:5000/hpo",
+                            base_image="ultron-automl/worker-cpu:0.1.0", work_dir=tmp)
+    image.reference   # 'localhost:5000/hpo/ultron-job:3f2a...'
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ultron.containerize.archive import safe_extract
+from ultron.containerize.environment import (
+    ARCHIVE_SUFFIXES,
+    TrialEnvironment,
+    code_hash,
+    find_project_root,
+)
+from ultron.containerize.environment import _ignored as ignored_in_code
+from ultron.containerize.usercode import import_paths
+from ultron.errors import UltronError
+
+__all__ = [
+    "IMAGE_CODE",
+    "IMAGE_PYTHON",
+    "Builder",
+    "ImageEnvironment",
+    "ImageError",
+    "JobImage",
+    "build_job_image",
+    "find_builder",
+    "image_tag",
+    "with_image",
+    "worker_paths",
+]
+
+IMAGE_PYTHON = "/opt/ultron/venv/bin/python"
+"""The interpreter of the trial environment inside a worker image."""
+IMAGE_CODE = "/opt/code"
+"""Where a job's image holds the code base (its project root)."""
+LOCK_FILE = "/opt/ultron/requirements.lock"
+"""The base image's ``pip freeze`` (infra/docker/worker-cpu.Dockerfile writes it)."""
+REPOSITORY = "ultron-job"
+_TAG_SCHEME = b"ultron-image/1\0"  # bump when the job image's layout changes
+_LOOPBACK = ("localhost", "127.", "[::1]")
+
+_CONTAINERFILE = f"""\
+FROM {{base}}
+COPY wheels /tmp/ultron-wheels
+COPY code {IMAGE_CODE}
+RUN {IMAGE_PYTHON} -m pip install -q --no-index --find-links /tmp/ultron-wheels {{package}} \\
+ && rm -rf /tmp/ultron-wheels
+LABEL org.ultron.image-tag="{{tag}}"
+"""
+
+
+class ImageError(UltronError):
+    """A job's image cannot be built or pushed (no builder, a failed build, a refused push)."""
+
+
+@dataclass(frozen=True)
+class JobImage:
+    """A job's image, pushed to its registry.
+
+    Attributes:
+        reference: ``<registry>/ultron-job:<tag>``, what the worker pods run.
+        tag: the content hash of the code base, the dependency wheels and the base image.
+        python: the trial environment's interpreter inside the image.
+        code_paths: the code base's import folders inside the image.
+        reused: True when the registry already held the tag: nothing was built or pushed.
+    """
+
+    reference: str
+    tag: str
+    python: str = IMAGE_PYTHON
+    code_paths: tuple[str, ...] = (IMAGE_CODE,)
+    reused: bool = False
+
+
+@dataclass(frozen=True)
+class ImageEnvironment(TrialEnvironment):
+    """The local trial environment of a kubernetes job (the flow checks the model in it) and
+    the image its workers run (:func:`worker_paths`, :func:`with_image`)."""
+
+    image: JobImage | None = None
+
+
+def with_image(spec: Any, env: TrialEnvironment) -> Any:
+    """``spec`` with ``cluster.image`` set to the job's image, when ``env`` has one."""
+    image = getattr(env, "image", None)
+    if image is None:
+        return spec
+    cluster = spec.cluster.model_copy(update={"image": image.reference})
+    return spec.model_copy(update={"cluster": cluster})
+
+
+def worker_paths(env: TrialEnvironment) -> tuple[str, tuple[str, ...]]:
+    """The interpreter and import folders of the trial environment as the workers see them:
+    inside the job's image for an :class:`ImageEnvironment`, else the local ones."""
+    image = getattr(env, "image", None)
+    if image is not None:
+        return image.python, image.code_paths
+    return str(env.python), import_paths(env.source)
+
+
+def image_tag(code_digest: str, dependencies: list[str], base_id: str) -> str:
+    """The tag of a job's image: a hash of what goes into it, the same on every machine.
+
+    Args:
+        code_digest: :func:`~ultron.containerize.environment.code_hash` of the code base.
+        dependencies: the dependency wheels' file names (name, version, tags); order is free.
+        base_id: the base image's id (the digest of its configuration).
+    """
+    digest = hashlib.sha256(_TAG_SCHEME)
+    for part in (code_digest, *sorted(set(dependencies)), base_id):
+        digest.update(part.encode() + b"\0")
+    return digest.hexdigest()[:40]
+
+
+@dataclass(frozen=True)
+class Builder:
+    """An image builder on PATH: ``tool`` is podman, buildah or docker."""
+
+    tool: str
+    path: str
+
+    def run(self, *args: str, what: str, fix: str, check: bool = True) -> str:
+        """Run the builder; a failure is an :class:`ImageError` naming what failed and the fix."""
+        command = [self.path, *args]
+        result = subprocess.run(command, capture_output=True, text=True, check=False)
+        if check and result.returncode != 0:
+            raise ImageError(
+                f"{what} failed: `{shlex.join(command)}` exited with {result.returncode}: "
+                f"{(result.stderr or result.stdout).strip()[-1500:]}\nFix: {fix}"
+            )
+        return result.stdout if result.returncode == 0 else ""
+
+    def _tls(self, reference: str) -> list[str]:
+        if self.tool != "docker" and reference.startswith(_LOOPBACK):
+            return ["--tls-verify=false"]  # docker already speaks HTTP to loopback registries
+        return []
+
+    def image_id(self, reference: str) -> str | None:
+        """The id of a local image, or None when this machine has no such image."""
+        if self.tool == "buildah":
+            args = ["inspect", "--type", "image", "--format", "{{.FromImageID}}"]
+        else:
+            args = ["image", "inspect", "--format", "{{.Id}}"]
+        return self.run(*args, reference, what="", fix="", check=False).strip() or None
+
+    def read_file(self, image: str, path: str) -> str:
+        """The text of a file in a local image (a container that only runs ``cat``)."""
+        what = f"reading {path} in the base image {image}"
+        fix = "use a base worker image of infra/docker/ (it writes that file)"
+        if self.tool == "buildah":
+            container = self.run("from", "-q", image, what=what, fix=fix).strip()
+            try:
+                return self.run("run", container, "cat", path, what=what, fix=fix)
+            finally:
+                self.run("rm", container, what="", fix="", check=False)
+        return self.run("run", "--rm", "--entrypoint", "cat", image, path, what=what, fix=fix)
+
+    def in_registry(self, reference: str) -> bool:
+        """Whether the registry holds ``reference`` (its manifest, read without pulling)."""
+        skopeo = shutil.which("skopeo")
+        if skopeo:
+            tls = ["--tls-verify=false"] if reference.startswith(_LOOPBACK) else []
+            command = [skopeo, "inspect", "--raw", *tls, f"docker://{reference}"]
+            result = subprocess.run(command, capture_output=True, check=False)
+            return result.returncode == 0
+        args = ["manifest", "inspect", *self._tls(reference), reference]
+        result = subprocess.run([self.path, *args], capture_output=True, check=False)
+        return result.returncode == 0
+
+    def build(self, context: Path, tag: str) -> None:
+        verb = ["build"] if self.tool != "buildah" else ["build", "--layers"]
+        self.run(
+            *verb,
+            "-q",
+            "-f",
+            str(context / "Containerfile"),
+            "-t",
+            tag,
+            str(context),
+            what="building the job's image",
+            fix="read the build output above; the base image must hold /opt/ultron/venv "
+            "(infra/docker/worker-cpu.Dockerfile)",
+        )
+
+    def push(self, reference: str) -> None:
+        self.run(
+            "push",
+            *self._tls(reference),
+            reference,
+            what=f"pushing {reference}",
+            fix="check cluster.registry: the registry must be running and reachable, and this "
+            "machine logged in to it (`podman login REGISTRY`)",
+        )
+
+
+def find_builder() -> Builder:
+    """The image builder on this machine: podman, else buildah, else docker with a daemon.
+
+    Raises:
+        ImageError: none is present (or docker's daemon does not answer).
+    """
+    for tool in ("podman", "buildah"):
+        path = shutil.which(tool)
+        if path:
+            return Builder(tool, path)
+    docker = shutil.which("docker")
+    if docker and subprocess.run([docker, "info"], capture_output=True).returncode == 0:
+        return Builder("docker", docker)
+    found = "docker without a running daemon" if docker else "none of podman, buildah, docker"
+    raise ImageError(
+        f"cluster.type is 'kubernetes' with no cluster.image, so ultron builds the job's image, "
+        f"but this machine has no image builder ({found}); one must be on PATH. Fix: install "
+        "podman or buildah (no daemon needed: apt-get install podman), start the Docker "
+        "daemon, or set cluster.image to an image that holds your code"
+    )
+
+
+def build_job_image(
+    code: str | Path,
+    *,
+    registry: str,
+    base_image: str,
+    work_dir: str | Path,
+    builder: Builder | None = None,
+    python: str = sys.executable,
+) -> JobImage:
+    """Build and push the image of a code base, or find it already in the registry.
+
+    Args:
+        code: a project folder or a ``.tar.gz``/``.tgz`` archive of one.
+        registry: where the image goes, e.g. ``localhost:5000/hpo`` (``cluster.registry``).
+        base_image: the base worker image; pulled when this machine does not have it.
+        work_dir: a scratch folder for the build context (removed afterwards).
+        builder: the builder; default :func:`find_builder`.
+        python: the interpreter whose pip builds the wheelhouse.
+
+    Raises:
+        ImageError: no builder, or the base image, the build or the push failed.
+        CodeBaseError: the code base cannot be read or its wheel not built.
+    """
+    builder = builder or find_builder()
+    base_id = builder.image_id(base_image)
+    if base_id is None:
+        builder.run(
+            "pull",
+            *builder._tls(base_image),
+            base_image,
+            what=f"pulling the base image {base_image}",
+            fix="build it here (bash infra/docker/make-base.sh && bash "
+            "infra/docker/build-worker.sh) or set cluster.base_image to one you can pull",
+        )
+        base_id = builder.image_id(base_image) or base_image
+    Path(work_dir).mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="image-", dir=work_dir) as scratch:
+        context = Path(scratch)
+        project = _copy_code(Path(code).expanduser(), context / "code")
+        installed = _installed(builder, base_image)
+        package, dependencies = _wheelhouse(
+            project, context / "wheels", python=python, installed=installed
+        )
+        tag = image_tag(code_hash(Path(code).expanduser()), dependencies, base_id)
+        reference = f"{registry.rstrip('/')}/{REPOSITORY}:{tag}"
+        if builder.in_registry(reference):
+            return JobImage(reference, tag, reused=True)
+        (context / "Containerfile").write_text(
+            _CONTAINERFILE.format(base=base_image, package=package, tag=tag)
+        )
+        builder.build(context, reference)
+    builder.push(reference)
+    return JobImage(reference, tag, code_paths=_image_code_paths(project))
+
+
+def _copy_code(source: Path, target: Path) -> Path:
+    """The code base's files (as its code hash sees them) under ``target``; its project root."""
+    if source.is_dir():
+        shutil.copytree(source, target, symlinks=True, ignore=ignored_in_code)
+    elif source.name.endswith(ARCHIVE_SUFFIXES):
+        safe_extract(source, target)
+    else:
+        code_hash(source)  # raises the CodeBaseError that says what a code base must be
+    root = find_project_root(target, label=str(source))
+    if root != target:  # an archive's single top-level folder: the image holds the project
+        staged = target.with_name("code-root")
+        root.rename(staged)
+        shutil.rmtree(target)
+        staged.rename(target)
+    return target
+
+
+def _image_code_paths(project: Path) -> tuple[str, ...]:
+    """The import folders of the code base inside the image (``src/`` first, as locally)."""
+    local = import_paths(project)
+    return tuple(IMAGE_CODE + p[len(str(project)) :] for p in local)
+
+
+def _wheelhouse(
+    project: Path, wheels: Path, *, python: str, installed: dict[str, str]
+) -> tuple[str, list[str]]:
+    """Build the user's wheel, and those of its dependencies the base image lacks, into
+    ``wheels``; return the package's name and the dependency wheels' file names.
+
+    ``installed`` maps the base image's distributions to their versions: a requirement they
+    satisfy is not built again, and the others are resolved with them as constraints.
+    """
+    from packaging.utils import canonicalize_name
+
+    _pip_wheel(python, "--no-deps", "-w", str(wheels), str(project), label=str(project))
+    built = sorted(wheels.glob("*.whl"))
+    if len(built) != 1:
+        raise ImageError(f"pip built {len(built)} wheels from {project}; expected one")
+    name, missing = _missing_requirements(built[0], installed)
+    if missing:
+        with tempfile.NamedTemporaryFile("w", suffix=".txt") as lock:
+            lock.write("".join(f"{n}=={v}\n" for n, v in installed.items()))
+            lock.flush()
+            _pip_wheel(python, "-w", str(wheels), "-c", lock.name, *missing, label=str(project))
+    dependencies = []
+    for wheel in sorted(wheels.glob("*.whl")):
+        dist = canonicalize_name(wheel.name.split("-")[0])
+        if dist in installed:
+            wheel.unlink()  # in the base image already (a dependency's dependency)
+        elif dist != name:
+            dependencies.append(wheel.name)
+    return name, dependencies
+
+
+def _missing_requirements(wheel: Path, installed: dict[str, str]) -> tuple[str, list[str]]:
+    """The wheel's distribution name and the requirements the base image does not satisfy."""
+    import zipfile
+    from email.parser import Parser
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    with zipfile.ZipFile(wheel) as archive:
+        meta_name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+        meta = Parser().parsestr(archive.read(meta_name).decode())
+    missing = []
+    for line in meta.get_all("Requires-Dist") or []:
+        req = Requirement(line)
+        if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+            continue
+        have = installed.get(canonicalize_name(req.name))
+        if have is None or not req.specifier.contains(have, prereleases=True):
+            missing.append(str(req))
+    return canonicalize_name(meta["Name"]), missing
+
+
+def _pip_wheel(python: str, *args: str, label: str) -> None:
+    from ultron.containerize.environment import _install_cause, _pip_env
+
+    command = [python, "-m", "pip", "wheel", "-q", *args]
+    result = subprocess.run(command, capture_output=True, text=True, env=_pip_env())
+    if result.returncode != 0:
+        raise ImageError(
+            f"the wheelhouse of code base {label!r} cannot be built: `{shlex.join(command)}` "
+            f"exited with {result.returncode} ({_install_cause(result.stdout + result.stderr)})"
+            "; the package and the dependencies its base image lacks must build as wheels. "
+            "Fix: make setup.py/pyproject.toml build (`pip wheel .`) and its dependencies "
+            "reachable from the package index (or in the base image)"
+        )
+
+
+def _installed(builder: Builder, base_image: str) -> dict[str, str]:
+    """The base image's distributions (its /opt/ultron/requirements.lock) by canonical name."""
+    from packaging.utils import canonicalize_name
+
+    lock = builder.read_file(base_image, LOCK_FILE)
+    pins = (line.split("==", 1) for line in lock.splitlines() if "==" in line)
+    return {canonicalize_name(n.strip()): v.strip() for n, v in pins}
