@@ -44,4 +44,13 @@ if [ ! -x /usr/sbin/slurmctld ] && command -v apt-get >/dev/null && [ "$(id -u)"
       --no-install-recommends slurm-wlm munge; } >/dev/null 2>&1 \
     || echo "slurm-wlm could not be installed; the SLURM backend test will skip"
 fi
+# The image test builds OCI images without a daemon (podman, buildah; runc), makes their base
+# with mmdebstrap, pushes to Debian's docker-registry on loopback and reads it with skopeo.
+# Skipped without apt or root: that test then skips.
+if [ ! -x /usr/bin/podman ] && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+      --no-install-recommends podman buildah runc mmdebstrap docker-registry skopeo; } \
+      >/dev/null 2>&1 \
+    || echo "podman could not be installed; the container image test will skip"
+fi
 echo "ultron is installed in .venv ($(.venv/bin/python -c 'import ultron; print(ultron.__version__)'))"

@@ -1,0 +1,200 @@
+"""The kubernetes backend's images, for real and without a daemon: the quickstart's image is
+built with podman on a base worker image made here (mmdebstrap, infra/docker/), pushed to
+Debian's docker-registry on loopback, found there by a second build, pulled back, and one
+trial runs inside a container from it through the worker's trial runner."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ultron.containerize.image import IMAGE_PYTHON, build_job_image, find_builder
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).parents[3]
+INFRA = ROOT / "infra" / "docker"
+QUICKSTART = ROOT / "examples" / "quickstart" / "code"
+# What the base worker image is made of: its tag changes when any of it does.
+WORKER_INPUTS = ("pyproject.toml", "ultron", "tasks", "flows", "algorithms", "datamanager")
+
+
+def _missing() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root: podman's storage and mmdebstrap"
+    for tool in ("podman", "mmdebstrap", "docker-registry"):
+        if shutil.which(tool) is None:
+            return f"needs {tool} (scripts/setup.sh installs it with apt when root)"
+    return None
+
+
+if reason := _missing():
+    pytestmark = [pytest.mark.slow, pytest.mark.skip(reason=reason)]
+
+
+def _podman(*args: str) -> str:
+    result = subprocess.run(["podman", *args], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, f"podman {' '.join(args)}: {result.stderr[-2000:]}"
+    return result.stdout
+
+
+@pytest.fixture(scope="module")
+def containers_conf() -> Iterator[None]:
+    """podman as this machine needs it (runc, cgroupfs, ulimits): infra/docker/containers.conf."""
+    before = os.environ.get("CONTAINERS_CONF")
+    os.environ["CONTAINERS_CONF"] = str(INFRA / "containers.conf")
+    yield
+    if before is None:
+        os.environ.pop("CONTAINERS_CONF", None)
+    else:
+        os.environ["CONTAINERS_CONF"] = before
+
+
+def _worker_tag() -> str:
+    """A hash of ultron's sources, the installed versions and the image recipe."""
+    digest = hashlib.sha256()
+    files = [INFRA / "worker-cpu.Dockerfile", INFRA / "entrypoint.sh"]
+    for name in WORKER_INPUTS:
+        path = ROOT / name
+        files += sorted(path.rglob("*.py")) if path.is_dir() else [path]
+    for path in files:
+        digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
+    freeze = [sys.executable, "-m", "pip", "freeze", "--exclude-editable"]
+    digest.update(subprocess.run(freeze, capture_output=True, check=True).stdout)
+    return "test-" + digest.hexdigest()[:16]
+
+
+@pytest.fixture(scope="module")
+def worker_image(containers_conf: None) -> str:
+    """The CPU base worker image of this checkout, on an OS base made here (both kept: a
+    second run with the same sources builds nothing; older test images are removed)."""
+    subprocess.run(["bash", str(INFRA / "make-base.sh")], check=True)
+    image = f"ultron-automl/worker-cpu:{_worker_tag()}"
+    listed = _podman(
+        "images",
+        "--format",
+        "{{.Repository}}:{{.Tag}}",
+        "--filter",
+        "reference=ultron-automl/worker-cpu",
+    )
+    for old in listed.split():
+        if ":test-" in old and not old.endswith(image.split(":")[1]):
+            _podman("rmi", "--force", old)
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+    env = {**os.environ, "PYTHON": sys.executable, "WHEELS": str(cache / "ultron-wheelhouse")}
+    subprocess.run(["bash", str(INFRA / "build-worker.sh"), image], check=True, env=env)
+    return image
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Debian's docker-registry (distribution 2.8) on a free loopback port, storage in tmp."""
+    folder = tmp_path_factory.mktemp("registry")
+    port = _free_port()
+    config = folder / "config.yml"
+    config.write_text(
+        "version: 0.1\nlog: {level: warn}\n"
+        f"storage: {{filesystem: {{rootdirectory: {folder / 'data'}}}}}\n"
+        f"http: {{addr: '127.0.0.1:{port}'}}\n"
+    )
+    log = (folder / "registry.log").open("w")
+    server = subprocess.Popen(["docker-registry", "serve", str(config)], stdout=log, stderr=log)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            with (
+                contextlib.suppress(OSError),
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/", timeout=2),
+            ):
+                break
+            assert server.poll() is None, (folder / "registry.log").read_text()
+            assert time.monotonic() < deadline, "the registry did not answer in 30 s"
+            time.sleep(0.2)
+        yield f"localhost:{port}"
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        log.close()
+
+
+def test_the_quickstart_image_is_built_pushed_reused_and_runs_a_trial(
+    worker_image: str, registry: str, redis_url: str, tmp_path: Path
+) -> None:
+    builder = find_builder()
+    assert builder.tool == "podman"
+    target = f"{registry}/hpo"
+    first = build_job_image(QUICKSTART, registry=target, base_image=worker_image, work_dir=tmp_path)
+    assert not first.reused
+    assert first.reference == f"{target}/ultron-job:{first.tag}"
+    assert builder.in_registry(first.reference)
+
+    second = build_job_image(
+        QUICKSTART, registry=target, base_image=worker_image, work_dir=tmp_path
+    )
+    assert second.reused and second.reference == first.reference
+
+    # What a node does: the image comes from the registry, not from this machine's copy.
+    _podman("rmi", first.reference)
+    _podman("pull", "-q", "--tls-verify=false", first.reference)
+    try:
+        result = _trial_in_container(first.reference, first.code_paths, redis_url)
+    finally:
+        _podman("rmi", "--force", first.reference)
+    assert result["status"] == "completed", result
+    assert result["metrics"]["accuracy"] == result["score"]
+    assert 0.5 < result["score"] <= 1.0  # 10 digit classes: chance is 0.1
+
+
+def _trial_in_container(reference: str, code_paths: tuple[str, ...], redis_url: str) -> dict:
+    """One quickstart trial run by ``ultron.worker.runner.run_trial`` in a container."""
+    request = {
+        "job_id": f"image-test-{os.getpid()}",
+        "trial_id": "t0",
+        "hyperparameters": {
+            "lr": 0.01,
+            "hidden": 64,
+            "layers": 1,
+            "dropout": 0.1,
+            "optimizer": "adam",
+            "epochs": 4,
+        },
+        "model": "digits_mlp.train:Model",
+        "python": IMAGE_PYTHON,
+        "code_paths": list(code_paths),
+        "metric": "accuracy",
+        "seed": 7,
+        "checkpoint_path": "/tmp/trial/checkpoints/t0",
+        "log_path": "/tmp/trial/logs/trial-t0.log",
+        "redis_url": redis_url,
+        "timeout": 300,
+    }
+    script = (
+        "import json, sys\n"
+        "from ultron.worker.runner import run_trial\n"
+        "print('RESULT', json.dumps(run_trial(json.loads(sys.argv[1]))))\n"
+    )
+    # --network host: the trial reports to this session's Redis on loopback.
+    out = _podman(
+        "run", "--rm", "--network", "host", reference, "python", "-c", script, json.dumps(request)
+    )
+    line = next(line for line in out.splitlines() if line.startswith("RESULT "))
+    result: dict = json.loads(line.removeprefix("RESULT "))
+    return result
