@@ -27,7 +27,7 @@ from ultron.settings import settings
 from ultron.spec.cluster import AddressCluster
 from ultron.spec.job import JobSpec
 
-__all__ = ["ClusterHandle", "start_cluster"]
+__all__ = ["ClusterHandle", "check_scheduler", "start_cluster"]
 
 logger = logging.getLogger(__name__)
 
@@ -82,11 +82,11 @@ def start_cluster(spec: JobSpec, job_id: str = "ultron") -> ClusterHandle:
     address = settings().dask_address
     if address:
         logger.info("using the Dask scheduler at %s (ULTRON_DASK_ADDRESS)", address)
-        return ClusterHandle(_connect(address, "ULTRON_DASK_ADDRESS"), None, resources)
+        return ClusterHandle(_running(address, "ULTRON_DASK_ADDRESS"), None, resources)
     kind = spec.cluster.type
     if isinstance(spec.cluster, AddressCluster):
         logger.info("using the Dask scheduler at %s (cluster.address)", spec.cluster.address)
-        return ClusterHandle(_connect(spec.cluster.address, "cluster.address"), None, resources)
+        return ClusterHandle(_running(spec.cluster.address, "cluster.address"), None, resources)
     if kind == "kubernetes":
         from ultron.services.kube import kube_cluster
 
@@ -157,8 +157,29 @@ def _connect(address: str, field: str) -> Any:
             "start the scheduler (`dask scheduler` prints its address) or correct the address",
         )
         raise SpecError([issue], where) from None
+    return client
+
+
+def _running(address: str, field: str) -> Any:
+    """A client of the running scheduler at ``address``, told to fail a lost worker's task."""
+    client = _connect(address, field)
     try:
         _tell_fail_fast(client)
     except Exception as exc:  # a scheduler that refuses run_on_scheduler still runs trials
         logger.warning("could not set allowed-failures=0 on the scheduler at %s: %s", address, exc)
     return client
+
+
+def check_scheduler(spec: JobSpec) -> None:
+    """Before a job starts: the scheduler it is to use (``ULTRON_DASK_ADDRESS`` or
+    ``cluster.address``) answers. Nothing to check for the other backends.
+
+    Raises:
+        SpecError: naming the field, the address, why it failed and the fix.
+    """
+    address = settings().dask_address
+    field = "ULTRON_DASK_ADDRESS"
+    if not address and isinstance(spec.cluster, AddressCluster):
+        address, field = spec.cluster.address, "cluster.address"
+    if address:
+        _connect(address, field).close()
