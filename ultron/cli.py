@@ -278,5 +278,8 @@ register_jobs(app)  # ultron submit, status, cancel, --version
 from ultron.cli_experiment import register as register_experiment  # noqa: E402
 
 register_experiment(app)  # ultron experiment, ultron report
+from ultron.cli_infra import register as register_infra  # noqa: E402
+
+register_infra(app)  # ultron infra render
 if __name__ == "__main__":
     app()

@@ -1,0 +1,205 @@
+"""The Prefect server (and its database) and the worker of the Kubernetes work pool.
+
+The worker creates the pool from the base job template in its ConfigMap when the pool does
+not exist yet (``prefect worker start --base-job-template``). That copy of
+``infra/prefect/kubernetes-base-job-template.json`` defaults to this namespace, the job
+service account, the worker image and the shared Redis (its URL built from the password
+Secret), so a flow run's pod needs nothing more.
+
+Example:
+    >>> from ultron.deploy.values import InfraValues
+    >>> [d["kind"] for d in server(InfraValues())]
+    ['PersistentVolumeClaim', 'Deployment', 'Service']
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+from ultron.deploy.objects import (
+    Obj,
+    container,
+    meta,
+    pod_template,
+    rbac,
+    secret_env,
+    service,
+    volume_claim,
+)
+from ultron.deploy.redis import redis_env
+from ultron.deploy.values import InfraValues
+
+__all__ = ["API_PORT", "api_url", "server", "worker"]
+
+API_PORT = 4200
+_TEMPLATE_FILE = "base-job-template.json"
+
+
+def api_url(values: InfraValues) -> str:
+    """The Prefect API inside the cluster."""
+    return f"http://prefect-server.{values.namespace}.svc.cluster.local:{API_PORT}/api"
+
+
+def _database(values: InfraValues) -> tuple[list[Obj], list[Obj], dict[str, str], list[Obj]]:
+    """The database's objects, and the server's env, mounts and volumes for it."""
+    p, ns = values.prefect, values.namespace
+    if p.database == "sqlite":
+        claim = volume_claim("prefect-data", p.database_storage, values.storage_class)
+        pvc: Obj = {"apiVersion": "v1", "kind": "PersistentVolumeClaim"} | claim
+        pvc["metadata"] = meta("prefect-data", ns, "prefect-server")
+        env = [
+            {
+                "name": "PREFECT_API_DATABASE_CONNECTION_URL",
+                "value": "sqlite+aiosqlite:////data/prefect.db",
+            }
+        ]
+        volume = {"name": "data", "persistentVolumeClaim": {"claimName": "prefect-data"}}
+        return [pvc], env, {"data": "/data"}, [volume]
+    pg_env = [
+        {"name": "POSTGRES_USER", "value": "prefect"},
+        {"name": "POSTGRES_DB", "value": "prefect"},
+        secret_env("POSTGRES_PASSWORD", p.postgres_password_secret),
+        {"name": "PGDATA", "value": "/var/lib/postgresql/data/pgdata"},
+    ]
+    probe = {"exec": {"command": ["pg_isready", "-U", "prefect"]}, "periodSeconds": 5}
+    box = container(
+        "postgres",
+        p.postgres_image,
+        values.image_pull_policy,
+        ports={"postgres": 5432},
+        env=pg_env,
+        mounts={"pgdata": "/var/lib/postgresql/data"},
+        probe=probe,
+    )
+    statefulset = {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": meta("prefect-postgres", ns, "prefect-postgres"),
+        "spec": {
+            "serviceName": "prefect-postgres",
+            "replicas": 1,
+            "selector": {"matchLabels": {"app.kubernetes.io/component": "prefect-postgres"}},
+            "template": pod_template("prefect-postgres", [box]),
+            "volumeClaimTemplates": [
+                volume_claim("pgdata", p.database_storage, values.storage_class)
+            ],
+        },
+    }
+    svc = service("prefect-postgres", ns, "prefect-postgres", {"postgres": 5432})
+    env = [
+        secret_env("POSTGRES_PASSWORD", p.postgres_password_secret),
+        {
+            "name": "PREFECT_API_DATABASE_CONNECTION_URL",
+            "value": "postgresql+asyncpg://prefect:$(POSTGRES_PASSWORD)@prefect-postgres:5432/prefect",
+        },
+    ]
+    return [statefulset, svc], env, {}, []
+
+
+def server(values: InfraValues) -> list[Obj]:
+    """The Prefect server: a Deployment of one replica (SQLite allows one writer) and its
+    Service ``prefect-server``, after its database."""
+    p, ns = values.prefect, values.namespace
+    database, env, mounts, volumes = _database(values)
+    env = [
+        {"name": "PREFECT_SERVER_API_HOST", "value": "0.0.0.0"},
+        {"name": "PREFECT_UI_API_URL", "value": p.ui_api_url or api_url(values)},
+        *env,
+    ]
+    probe = {"httpGet": {"path": "/api/health", "port": "api"}, "periodSeconds": 10}
+    box = container(
+        "prefect-server",
+        p.image,
+        values.image_pull_policy,
+        command=["prefect", "server", "start"],
+        args=["--host", "0.0.0.0", "--port", str(API_PORT)],
+        ports={"api": API_PORT},
+        env=env,
+        mounts=mounts,
+        probe=probe,
+    )
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": meta("prefect-server", ns, "prefect-server"),
+        "spec": {
+            "replicas": 1,
+            # Recreate: the old pod lets go of the SQLite volume before the new one starts.
+            "strategy": {"type": "Recreate"},
+            "selector": {"matchLabels": {"app.kubernetes.io/component": "prefect-server"}},
+            "template": pod_template(
+                "prefect-server", [box], **({"volumes": volumes} if volumes else {})
+            ),
+        },
+    }
+    return [
+        *database,
+        deployment,
+        service("prefect-server", ns, "prefect-server", {"api": API_PORT}),
+    ]
+
+
+def job_template(values: InfraValues, template: dict[str, Any]) -> dict[str, Any]:
+    """``template`` (the repository's base job template) with this cluster's defaults."""
+    out = copy.deepcopy(template)
+    props = out["variables"]["properties"]
+    props["namespace"]["default"] = values.namespace
+    props["service_account_name"]["default"] = values.dask.job_service_account
+    props["image"]["default"] = values.worker_image
+    props["image_pull_policy"]["default"] = values.image_pull_policy
+    box = out["job_configuration"]["job_manifest"]["spec"]["template"]["spec"]["containers"][0]
+    # A list, not "{{ env }}": Prefect puts the run's env (its variable) in front of it, and
+    # these entries can read the Redis password from its Secret.
+    box["env"] = redis_env(values)
+    return out
+
+
+def worker(values: InfraValues, template: dict[str, Any]) -> list[Obj]:
+    """The worker of the Kubernetes work pool, its RBAC (Jobs and their pods, in this
+    namespace only) and the base job template it creates the pool with."""
+    p, ns = values.prefect, values.namespace
+    name = "prefect-worker"
+    rules = [
+        {"apiGroups": ["batch"], "resources": ["jobs"],
+         "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+        {"apiGroups": [""], "resources": ["pods", "pods/log", "pods/status"],
+         "verbs": ["get", "list", "watch"]},
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["get", "list", "watch"]},
+    ]  # fmt: skip
+    config = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": meta("prefect-base-job-template", ns, name),
+        "data": {_TEMPLATE_FILE: json.dumps(job_template(values, template), indent=2) + "\n"},
+    }
+    env = [
+        {"name": "PREFECT_API_URL", "value": api_url(values)},
+        # The worker otherwise reads the kube-system namespace (a cluster-wide permission) to
+        # tell clusters apart; this names the cluster by our namespace instead.
+        {"name": "PREFECT_KUBERNETES_CLUSTER_UID", "value": f"ultron-{ns}"},
+    ]
+    args = ["--pool", p.work_pool, "--type", "kubernetes",
+            "--base-job-template", f"/etc/prefect/{_TEMPLATE_FILE}"]  # fmt: skip
+    box = container(
+        name,
+        p.worker_image,
+        values.image_pull_policy,
+        command=["prefect", "worker", "start"],
+        args=args,
+        env=env,
+        mounts={"template": "/etc/prefect"},
+    )
+    volume = {"name": "template", "configMap": {"name": "prefect-base-job-template"}}
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": meta(name, ns, name),
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app.kubernetes.io/component": name}},
+            "template": pod_template(name, [box], serviceAccountName=name, volumes=[volume]),
+        },
+    }
+    return [*rbac(name, ns, name, rules), config, deployment]
