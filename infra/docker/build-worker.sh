@@ -30,7 +30,7 @@ TARGET=()
 wheels=${WHEELS:-$ctx/wheels}
 wheel() {
   "$PYTHON" -m pip "${TARGET[@]}" wheel -q --disable-pip-version-check -w "$wheels" \
-    --find-links "$wheels" -c "$ctx/constraints.txt" "$@" ".[torch,s3]"
+    --find-links "$wheels" -c "$ctx/constraints.txt" "$@" ".[torch,s3]" uv
 }
 # Offline from a kept wheelhouse when it has everything; else from the package index.
 wheel --no-index 2>/dev/null || wheel 2> >(grep -v "^WARNING: Location" >&2)

@@ -62,7 +62,6 @@ LOCK_FILE = "/opt/ultron/requirements.lock"
 """The base image's ``pip freeze`` (infra/docker/worker-cpu.Dockerfile writes it)."""
 REPOSITORY = "ultron-job"
 _TAG_SCHEME = b"ultron-image/1\0"  # bump when the job image's layout changes
-_LOOPBACK = ("localhost", "127.", "[::1]")
 
 _CONTAINERFILE = f"""\
 FROM {{base}}
@@ -155,10 +154,9 @@ class Builder:
             )
         return result.stdout if result.returncode == 0 else ""
 
-    def _tls(self, reference: str) -> list[str]:
-        if self.tool != "docker" and reference.startswith(_LOOPBACK):
-            return ["--tls-verify=false"]  # docker already speaks HTTP to loopback registries
-        return []
+    def tls_flags(self, reference: str) -> list[str]:
+        """``--tls-verify=false`` for a registry on loopback (docker speaks HTTP to it anyway)."""
+        return ["--tls-verify=false"] if self.tool != "docker" and _loopback(reference) else []
 
     def image_id(self, reference: str) -> str | None:
         """The id of a local image, or None when this machine has no such image."""
@@ -184,11 +182,11 @@ class Builder:
         """Whether the registry holds ``reference`` (its manifest, read without pulling)."""
         skopeo = shutil.which("skopeo")
         if skopeo:
-            tls = ["--tls-verify=false"] if reference.startswith(_LOOPBACK) else []
+            tls = ["--tls-verify=false"] if _loopback(reference) else []
             command = [skopeo, "inspect", "--raw", *tls, f"docker://{reference}"]
             result = subprocess.run(command, capture_output=True, check=False)
             return result.returncode == 0
-        args = ["manifest", "inspect", *self._tls(reference), reference]
+        args = ["manifest", "inspect", *self.tls_flags(reference), reference]
         result = subprocess.run([self.path, *args], capture_output=True, check=False)
         return result.returncode == 0
 
@@ -203,19 +201,28 @@ class Builder:
             tag,
             str(context),
             what="building the job's image",
-            fix="read the build output above; the base image must hold /opt/ultron/venv "
-            "(infra/docker/worker-cpu.Dockerfile)",
+            fix="if pip names a missing dependency, add it to your pyproject.toml; the base "
+            "image must be one of infra/docker/ (it holds /opt/ultron/venv)",
         )
 
     def push(self, reference: str) -> None:
+        """Push ``reference``; a refusal names ``cluster.registry``, the rule and the fix."""
+        registry = reference.rsplit("/", 1)[0]
         self.run(
             "push",
-            *self._tls(reference),
+            *self.tls_flags(reference),
             reference,
-            what=f"pushing {reference}",
-            fix="check cluster.registry: the registry must be running and reachable, and this "
-            "machine logged in to it (`podman login REGISTRY`)",
+            what=f"cluster.registry is {registry!r}; pushing the job's image there (it must "
+            "be reachable and accept pushes from this machine)",
+            fix="start the registry or correct cluster.registry, and log in to it "
+            f"(`{self.tool} login {registry.split('/')[0]}`)",
         )
+
+
+def _loopback(reference: str) -> bool:
+    """Whether an image reference names a registry on this machine (served over HTTP)."""
+    host = reference.split("/", 1)[0].rsplit(":", 1)[0]
+    return host in ("localhost", "[::1]") or host.startswith("127.")
 
 
 def find_builder() -> Builder:
@@ -268,7 +275,7 @@ def build_job_image(
     if base_id is None:
         builder.run(
             "pull",
-            *builder._tls(base_image),
+            *builder.tls_flags(base_image),
             base_image,
             what=f"pulling the base image {base_image}",
             fix="build it here (bash infra/docker/make-base.sh && bash "
@@ -279,6 +286,7 @@ def build_job_image(
     with tempfile.TemporaryDirectory(prefix="image-", dir=work_dir) as scratch:
         context = Path(scratch)
         project = _copy_code(Path(code).expanduser(), context / "code")
+        code_paths = _image_code_paths(project)
         installed = _installed(builder, base_image)
         package, dependencies = _wheelhouse(
             project, context / "wheels", python=python, installed=installed
@@ -286,13 +294,13 @@ def build_job_image(
         tag = image_tag(code_hash(Path(code).expanduser()), dependencies, base_id)
         reference = f"{registry.rstrip('/')}/{REPOSITORY}:{tag}"
         if builder.in_registry(reference):
-            return JobImage(reference, tag, reused=True)
+            return JobImage(reference, tag, code_paths=code_paths, reused=True)
         (context / "Containerfile").write_text(
             _CONTAINERFILE.format(base=base_image, package=package, tag=tag)
         )
         builder.build(context, reference)
     builder.push(reference)
-    return JobImage(reference, tag, code_paths=_image_code_paths(project))
+    return JobImage(reference, tag, code_paths=code_paths)
 
 
 def _copy_code(source: Path, target: Path) -> Path:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from ultron.containerize.image import IMAGE_PYTHON, build_job_image, find_builder
+from ultron.containerize.image import IMAGE_PYTHON, ImageError, build_job_image, find_builder
 
 pytestmark = pytest.mark.slow
 
@@ -161,6 +161,19 @@ def test_the_quickstart_image_is_built_pushed_reused_and_runs_a_trial(
     assert result["status"] == "completed", result
     assert result["metrics"]["accuracy"] == result["score"]
     assert 0.5 < result["score"] <= 1.0  # 10 digit classes: chance is 0.1
+
+
+def test_a_registry_that_refuses_the_push_is_a_clear_error(worker_image: str) -> None:
+    nowhere = f"localhost:{_free_port()}/hpo/ultron-job:refused"  # nothing listens there
+    _podman("tag", worker_image, nowhere)
+    try:
+        with pytest.raises(ImageError) as caught:
+            find_builder().push(nowhere)
+    finally:
+        _podman("rmi", nowhere)
+    message = str(caught.value)
+    assert f"cluster.registry is '{nowhere.rsplit('/', 1)[0]}'" in message
+    assert "Fix: start the registry or correct cluster.registry" in message
 
 
 def _trial_in_container(reference: str, code_paths: tuple[str, ...], redis_url: str) -> dict:

@@ -12,6 +12,7 @@ from ultron.containerize.environment import TrialEnvironment, code_hash
 from ultron.containerize.image import (
     IMAGE_CODE,
     IMAGE_PYTHON,
+    Builder,
     ImageEnvironment,
     ImageError,
     JobImage,
@@ -109,3 +110,19 @@ def _spec(**extra: object) -> dict[str, object]:
         "objective": {"metric": "accuracy", "mode": "maximize"},
         **extra,
     }
+
+
+@pytest.mark.parametrize(
+    ("reference", "loopback"),
+    [
+        ("localhost:5000/hpo/ultron-job:abc", True),
+        ("127.0.0.1:5000/ultron-job:abc", True),
+        ("[::1]:5000/ultron-job:abc", True),
+        ("localhost.example.com/hpo/ultron-job:abc", False),
+        ("registry.example.com/hpo/ultron-job:abc", False),
+    ],
+)
+def test_only_loopback_registries_are_spoken_to_over_http(reference: str, loopback: bool) -> None:
+    flags = Builder("podman", "/usr/bin/podman").tls_flags(reference)
+    assert (flags == ["--tls-verify=false"]) is loopback
+    assert Builder("docker", "/usr/bin/docker").tls_flags(reference) == []
