@@ -97,7 +97,7 @@ def acquire_resources(
     )
     keeper = LeaseKeeper(limiter, lease).start()
     logger.info(
-        "holding %d units (%d in use of %d)", lease.units, limiter.in_use(), limiter.max_units
+        "holding %s units (%s in use of %d)", lease.units, limiter.in_use(), limiter.max_units
     )
     cluster: ClusterHandle | None = None
     try:

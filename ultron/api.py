@@ -15,6 +15,7 @@ from ultron.errors import JobCancelledError, UltronError
 from ultron.master.cancel import CANCEL, handling_signals
 from ultron.master.results import HPOResult
 from ultron.master.strategy import check_options
+from ultron.services.gpus import check_local_gpus
 from ultron.services.paths import check_job_id, new_job_id
 from ultron.services.reachability import check_redis, check_storage
 from ultron.services.secrets import conceal
@@ -120,14 +121,16 @@ _one_job = threading.Lock()
 
 def preflight(job: JobSpec) -> None:
     """The checks ``run`` makes before Prefect starts, in seconds: the strategy's and stopper's
-    options, the script's main guard, and that the job's Redis and storage answer (the flow
-    checks those again: it may run elsewhere).
+    options, that a local job's GPU trials fit this machine's GPUs, the script's main guard,
+    and that the job's Redis and storage answer (the flow checks those again: it may run
+    elsewhere).
 
     Raises:
         SpecError: naming the field, the value, the rule and the fix.
         UltronError: ``run`` is called at the top level of a script without a main guard.
     """
     check_options(job)
+    check_local_gpus(job)  # parallelism x gpu fits the GPUs here (the local backend)
     _check_main_guard()
     if job.redis_url or os.environ.get("REDIS_URL"):
         field = "redis_url" if job.redis_url else "REDIS_URL"

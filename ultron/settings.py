@@ -57,6 +57,7 @@ class UltronSettings(BaseSettings):
         dask_address: a running Dask scheduler to send trials to; None starts a local cluster.
         data_service: the data service of a trial process, as JSON.
         fresh_trial_process: a fresh trial process per trial (a benchmark's baseline).
+        gpus: how many GPUs this machine (or worker) hands to trials; None counts them.
         lease_ttl: seconds a dead job's resource units stay held.
         max_units: the resource limiter's maximum when Redis has none set.
         prefect_server: ``shared``, one Prefect server for the machine's jobs, started by the
@@ -120,6 +121,13 @@ class UltronSettings(BaseSettings):
         "(the baseline of benchmarks/overhead.py).",
         rule="it must be a boolean",
         example="1",
+    )
+    gpus: int | None = _field(
+        ge=0,
+        description="How many GPUs trials may use here (GPUs 0 to N-1), instead of counting them "
+        "(NVML, CUDA_VISIBLE_DEVICES, nvidia-smi): for tests, or to advertise fewer.",
+        rule="it must be a whole number of GPUs, 0 or more",
+        example="2",
     )
     lease_ttl: float = _field(
         30.0,

@@ -95,7 +95,8 @@ class Resources(Strict):
 
 
 def gpu_share(value: float) -> float:
-    """``value`` as a GPU amount: a whole number (as an int), or a fraction ``1/n`` of one GPU.
+    """``value`` as a GPU amount: a whole number (as an int), or a fraction ``1/n`` of one GPU
+    (written to six digits or more: 0.333333 is 1/3).
 
     Raises:
         PydanticCustomError: anything else (1.5, 0.3), with the nearest amounts as the fix.
@@ -103,8 +104,8 @@ def gpu_share(value: float) -> float:
     if float(value).is_integer():
         return int(value)
     share = round(1 / value) if value < 1 else 0
-    if share and abs(share * value - 1) < 1e-9:
-        return value
+    if share and abs(share * value - 1) <= 1e-5:  # 0.333333 is meant as 1/3: counted exactly
+        return 1 / share
     if value > 1:
         fix = f"write {math.floor(value)} or {math.ceil(value)} GPUs"
     else:

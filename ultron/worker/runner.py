@@ -36,6 +36,7 @@ from ultron.services import keys
 from ultron.services.secrets import trial_environ
 from ultron.settings import settings
 from ultron.worker.checkpoints import restore_for, start_sync
+from ultron.worker.devices import gpu_environ, on_claimed_gpus, trial_gpus
 from ultron.worker.isolation import descendants
 from ultron.worker.trial import TrialRequest, TrialResult, TrialStatus
 
@@ -75,11 +76,14 @@ class WarmProcess:
         log_path: str,
         memory_limit: int | None = None,
         object_store: bool = False,
+        gpus: str | None = None,
     ) -> None:
         self.python = python
         self.code_paths = tuple(code_paths)
         self.memory_limit = memory_limit
         self.object_store = object_store
+        self.gpus = gpus  # its CUDA_VISIBLE_DEVICES (ultron.worker.devices); None: the worker's
+        env = {**trial_environ(os.environ, object_store=object_store), **gpu_environ(gpus)}
         parent, child = socket.socketpair()
         os.makedirs(os.path.dirname(log_path), exist_ok=True)
         command = [python, "-P", "-m", "ultron.worker.process", str(child.fileno())]
@@ -89,7 +93,7 @@ class WarmProcess:
         with open(log_path, "ab") as log:
             self.proc = subprocess.Popen(
                 [*command, *self.code_paths],
-                env={**trial_environ(os.environ, object_store=object_store), _MARK: self.mark},
+                env={**env, _MARK: self.mark},
                 pass_fds=[child.fileno()],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
@@ -183,8 +187,8 @@ def _describe_exit(code: int) -> str:
 # holds the object store's credentials: a process that imported one code base's modules never
 # serves another's, its limit cannot be lifted, and one started with credentials never runs a
 # trial that must not have them. A thread takes one out while it runs a trial, so a worker with
-# several threads runs several.
-_PoolKey = tuple[str, tuple[str, ...], int | None, bool]
+# several threads runs several. CUDA fixes its GPUs when it starts, so they are in the key too.
+_PoolKey = tuple[str, tuple[str, ...], int | None, bool, str | None]
 _idle: dict[_PoolKey, list[WarmProcess]] = {}
 _lock = threading.Lock()
 
@@ -228,21 +232,23 @@ def _checkout(
 ) -> WarmProcess:
     python = _interpreter(python)
     paths = tuple(path for path in code_paths if os.path.isdir(path))
+    gpus = trial_gpus()
     with _lock:
-        pool = _idle.setdefault((python, paths, memory_limit, object_store), [])
+        pool = _idle.setdefault((python, paths, memory_limit, object_store, gpus), [])
         while pool:
             process = pool.pop()
             if process.alive():
                 return process
     return WarmProcess(
-        python, paths, log_path=log_path, memory_limit=memory_limit, object_store=object_store
-    )
+        python, paths, log_path=log_path, memory_limit=memory_limit, object_store=object_store,
+        gpus=gpus,
+    )  # fmt: skip
 
 
 def _checkin(process: WarmProcess) -> None:
     key = (process.python, process.code_paths, process.memory_limit, process.object_store)
     with _lock:
-        _idle.setdefault(key, []).append(process)
+        _idle.setdefault((*key, process.gpus), []).append(process)
 
 
 def _worker_name() -> str:
@@ -342,8 +348,10 @@ def _last_reported(request: TrialRequest) -> float | None:
     return None
 
 
+@on_claimed_gpus
 def run_trial(request_data: dict[str, Any]) -> dict[str, Any]:
-    """Run one trial attempt in a warm process; the Dask task function.
+    """Run one trial attempt in a warm process; the Dask task function. With a ``GPU``
+    resource it holds GPUs of this worker for its amount (:mod:`ultron.worker.devices`).
 
     Returns the :class:`TrialResult` as a dict (small, so nothing big stays in worker memory),
     plus its learning curve under ``curve``.
