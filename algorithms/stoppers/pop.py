@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from ultron.algorithms.base import Direction
-from ultron.algorithms.curves import extrapolate
+from ultron.algorithms.curves import extrapolate, reach_from_references
 from ultron.algorithms.stoppers.base import Command, Decision, Stopper, TrialId
 
 __all__ = ["POP"]
@@ -49,6 +49,7 @@ class _Trial:
     p: float | None = None
     ert: float = math.inf
     poor: bool = False
+    model: tuple[float, float] = (0.0, 0.0)  # the parametric ensemble's (p, expected epochs)
 
 
 class POP(Stopper):
@@ -97,6 +98,8 @@ class POP(Stopper):
         slots_per_trial: int = 1,
         resume_share: float = 0.5,
         bootstrap: int = 12,
+        reference_prior: float = 5.0,
+        stop_at_target: bool = True,
         bounds: tuple[float, float] = (-math.inf, math.inf),
         seed: int | None = None,
         clock: Callable[[], float] = time.monotonic,
@@ -114,12 +117,18 @@ class POP(Stopper):
         self.slots_per_trial = slots_per_trial
         self.resume_share = resume_share
         self.bootstrap = bootstrap
+        self.reference_prior = reference_prior
+        self.stop_at_target = stop_at_target
         self._bounds = tuple(sorted(-self.loss(b) for b in bounds))
         self.clock = clock
         self.rng = np.random.default_rng(seed)
         self._trials: dict[TrialId, _Trial] = {}
         self._t0: float | None = None
         self._share = 0.0  # round-robin credit of the opportunistic pool
+        # Curves of the trials that ran to ``max_resource`` (previous-curves extrapolation).
+        self._references: dict[TrialId, np.ndarray] = {}
+        self._grid: np.ndarray | None = None
+        self._rescored = 0  # references when suspended trials were last re-estimated
 
     def on_trial_start(self, trial_id: TrialId) -> Any:
         now = self.clock()
@@ -136,8 +145,15 @@ class POP(Stopper):
         trial.last_time = now
         trial.steps.append(step)
         trial.gains.append(-self.loss(value))
-        if step >= self.max_resource or self._is_poor(step, value):
-            trial.status, trial.poor = "done", step < self.max_resource
+        if self.stop_at_target and trial.gains[-1] >= -self.loss(self.target):
+            trial.status = "done"  # the search's goal is met: no epoch more is needed
+            return Decision.STOP
+        if step >= self.max_resource:
+            trial.status = "done"
+            self._references[trial_id] = self._on_grid(trial)
+            return Decision.STOP
+        if self._is_poor(step, value):
+            trial.status, trial.poor = "done", True
             return Decision.STOP
         if step < self.min_resource or (step - self.min_resource) % self.interval:
             return Decision.CONTINUE
@@ -157,11 +173,9 @@ class POP(Stopper):
         goal = -self.loss(self.target)
         if max(trial.gains) >= goal:
             return 1.0, 0.0
-        epoch = trial.run_time / max(trial.timed_steps, 1)
-        left = self.max_resource - step
-        if self.max_time is not None and epoch > 0:
-            left = min(left, int((self.max_time - (now - (self._t0 or 0.0))) // epoch))
+        epoch, left = self._epochs_left(trial, step, now)
         if left <= 0:
+            trial.model = (0.0, 0.0)
             return 0.0, math.inf
         horizon = list(range(step + 1, step + left + 1))
         prediction = extrapolate(
@@ -172,11 +186,43 @@ class POP(Stopper):
             bootstrap=self.bootstrap,
             bounds=(self._bounds[0], self._bounds[1]),
         )
-        reach = np.maximum.accumulate(prediction.prob_at_least(goal))  # P(reached by m)
-        p_m = np.diff(reach, prepend=0.0)
-        p = float(reach[-1])
-        expected = float(np.arange(1, left + 1) @ p_m) + (1.0 - p) * left
+        trial.model = _summary(np.maximum.accumulate(prediction.prob_at_least(goal)))
+        return self._mixed(trial, step, left, epoch)
+
+    def _epochs_left(self, trial: _Trial, step: int, now: float) -> tuple[float, int]:
+        """The trial's mean epoch duration and the epochs it can still run (``M_i``)."""
+        epoch = trial.run_time / max(trial.timed_steps, 1)
+        left = self.max_resource - step
+        if self.max_time is not None and epoch > 0:
+            left = min(left, int((self.max_time - (now - (self._t0 or 0.0))) // epoch))
+        return epoch, left
+
+    def _mixed(self, trial: _Trial, step: int, left: int, epoch: float) -> tuple[float, float]:
+        """The ensemble's ``(p, ERT)`` mixed with the previous-curves estimate.
+
+        Weights: ``n / (n + reference_prior)`` for the curves (``n``: the kernel's effective
+        number of references), the rest for the parametric ensemble. Both give a reach curve,
+        and ``p`` and the expected epochs are linear in it, so mixing them is mixing the curves.
+        """
+        p, expected = trial.model
+        grid = self._reference_grid()
+        if len(grid) and left > 0:
+            window = grid[:, step - 1 : step + left]
+            reach, n = reach_from_references(trial.gains[-1], window, -self.loss(self.target))
+            share = n / (n + self.reference_prior)
+            p_refs, expected_refs = _summary(reach)
+            p = share * p_refs + (1 - share) * p
+            expected = share * expected_refs + (1 - share) * expected
         return p, expected * epoch
+
+    def _on_grid(self, trial: _Trial) -> np.ndarray:
+        return np.interp(np.arange(1, self.max_resource + 1), trial.steps, trial.gains)
+
+    def _reference_grid(self) -> np.ndarray:
+        if self._grid is None or len(self._grid) != len(self._references):
+            rows = list(self._references.values())
+            self._grid = np.asarray(rows) if rows else np.zeros((0, self.max_resource))
+        return self._grid
 
     def _promising(self) -> set[TrialId]:
         """The dynamic threshold of §3.2 and the trials above it."""
@@ -202,23 +248,21 @@ class POP(Stopper):
         suspended = [t for t, tr in self._trials.items() if tr.status == "suspended"]
         if not suspended or free_slots <= 0:
             return []
+        if len(self._references) != self._rescored:
+            self._rescore(suspended)
         promising = self._promising()
         order = sorted(suspended, key=lambda t: self._trials[t].ert)
         chosen = [t for t in order if t in promising][:free_slots]
+        # Opportunistic order: confidence, then the value reached (the ensemble gives p = 0 to
+        # most short curves, eventual winners included; the value reached ranks them).
         others = sorted(
             (t for t in suspended if t not in promising),
-            key=lambda t: (
-                (-(self._trials[t].p or 0.0), self._trials[t].suspended_at)
-                if not can_start_new
-                else self._trials[t].suspended_at
-            ),
+            key=lambda t: (-(self._trials[t].p or 0.0), -self._trials[t].gains[-1]),
         )
         for t in others:
             if len(chosen) == free_slots:
                 break
             if can_start_new:
-                if not self._trials[t].p:
-                    continue  # no chance of the target: only when nothing new is left
                 self._share += self.resume_share
                 if self._share < 1.0:
                     break  # this slot goes to a new trial
@@ -228,6 +272,21 @@ class POP(Stopper):
         for t in chosen:
             self._trials[t].status, self._trials[t].last_time = "running", now
         return [Command(t, Decision.RESUME) for t in chosen]
+
+    def _rescore(self, suspended: list[TrialId]) -> None:
+        """Re-estimate suspended trials with the references that arrived since they stopped.
+
+        A trial suspended early with ``p = 0`` (the ensemble is unsure from a few points) is
+        never resumed while new trials can start; new references may show it is promising.
+        """
+        self._rescored = len(self._references)
+        now = self.clock()
+        for t in suspended:
+            trial = self._trials[t]
+            if trial.p is None or trial.p >= 1.0:
+                continue
+            epoch, left = self._epochs_left(trial, trial.steps[-1], now)
+            trial.p, trial.ert = self._mixed(trial, trial.steps[-1], left, epoch)
 
     def classify(self, trial_id: TrialId) -> str:
         """``"promising"``, ``"opportunistic"``, ``"poor"`` (stopped) or ``"unknown"``."""
@@ -244,6 +303,7 @@ class POP(Stopper):
             "trials": trials,
             "t0": self._t0,
             "share": self._share,
+            "rescored": self._rescored,
             "rng": self.rng.bit_generator.state,
         }
 
@@ -251,10 +311,25 @@ class POP(Stopper):
         self._trials = {}
         for t, data in state["trials"]:
             ert = math.inf if data["ert"] is None else data["ert"]
-            self._trials[t] = _Trial(**{**data, "ert": ert})
+            self._trials[t] = _Trial(
+                **{**data, "ert": ert, "model": tuple(data.get("model", (0, 0)))}
+            )
+        self._references = {
+            t: self._on_grid(tr)
+            for t, tr in self._trials.items()
+            if tr.steps and tr.steps[-1] >= self.max_resource
+        }
+        self._grid, self._rescored = None, int(state.get("rescored", len(self._references)))
         self._t0 = state["t0"]
         self._share = float(state["share"])
         self.rng.bit_generator.state = state["rng"]
+
+
+def _summary(reach: np.ndarray) -> tuple[float, float]:
+    """``(p, expected epochs)`` of eq. 2-3 from ``P(reached by epoch m)``, truncated at ``M``."""
+    p_m = np.diff(reach, prepend=0.0)
+    p = float(reach[-1]) if len(reach) else 0.0
+    return p, float(np.arange(1, len(reach) + 1) @ p_m) + (1.0 - p) * len(reach)
 
 
 def _finite(x: float) -> float | None:
