@@ -58,6 +58,7 @@ def test_quickstart_on_slurm_survives_a_cancelled_worker_job(
         QUICKSTART,
         job_id=job_id,
         cluster={"type": "slurm", "walltime": "00:15:00"},
+        num_iterations=6,  # three rounds of two: enough for a cancel mid-way, in CI's budget
         redis_url=redis_url,
         storage=str(tmp_path / "runs"),
     )
@@ -65,13 +66,13 @@ def test_quickstart_on_slurm_survives_a_cancelled_worker_job(
 
     assert cancelled.get("running") == 2, f"two worker jobs were not running: {cancelled}"
     assert result.status == "completed"
-    assert len(result.trials) == 12  # num_iterations, each configuration once
-    assert len({t.trial_id for t in result.trials}) == 12
+    assert len(result.trials) == 6  # num_iterations, each configuration once
+    assert len({t.trial_id for t in result.trials}) == 6
     configs = {tuple(sorted(t.hyperparameters.items())) for t in result.trials}
-    assert len(configs) == 12
+    assert len(configs) == 6
     assert all(t.status is TrialStatus.COMPLETED and t.score is not None for t in result.trials)
     # The trial its cancelled job was running failed once (the worker died) and was retried on
     # the other worker; nothing else ran twice.
-    assert sorted(t.attempts for t in result.trials) == [1] * 11 + [2]
+    assert sorted(t.attempts for t in result.trials) == [1] * 5 + [2]
     # finalize closed the cluster: no job of ours is queued, running or completing.
     assert slurm.squeue() == []

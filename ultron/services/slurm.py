@@ -24,9 +24,11 @@ import subprocess
 import sys
 import time
 from typing import Any
+from urllib.parse import urlsplit
 
 from ultron.errors import ConfigIssue, SpecError
 from ultron.services.paths import new_job_id, ultron_home
+from ultron.services.reachability import mask_url
 from ultron.spec.cluster import SlurmCluster
 from ultron.spec.job import JobSpec
 
@@ -133,6 +135,7 @@ def slurm_cluster(spec: JobSpec) -> Any:
         SpecError: see :func:`check_slurm`.
     """
     check_slurm(spec)
+    _warn_if_loopback_redis(spec)
     name = f"ultron-{new_job_id(spec.name)}"
     cluster = _cluster_class()(target=spec.parallelism, **worker_job_options(spec, name))
     logger.info(
@@ -145,6 +148,18 @@ def slurm_cluster(spec: JobSpec) -> Any:
     return cluster
 
 
+def _warn_if_loopback_redis(spec: JobSpec) -> None:
+    """Say so when the job's Redis is on loopback: trials on other nodes cannot reach it."""
+    url = spec.redis_url or os.environ.get("REDIS_URL")
+    host = urlsplit(url).hostname if url else "127.0.0.1"  # no URL: the embedded server
+    if host in ("127.0.0.1", "localhost", "::1"):
+        logger.warning(
+            "the job's Redis (%s) listens on loopback: worker jobs on other nodes cannot reach "
+            "it; set redis_url (or REDIS_URL) to a Redis the compute nodes reach",
+            mask_url(url) if url else "embedded",
+        )
+
+
 @functools.cache
 def _cluster_class() -> type:
     """``SLURMCluster`` that replaces lost worker jobs and sweeps its jobs when closed (made
@@ -152,7 +167,7 @@ def _cluster_class() -> type:
     from dask_jobqueue import SLURMCluster
     from tornado.ioloop import PeriodicCallback
 
-    class UltronSlurmCluster(SLURMCluster):  # type: ignore[misc]
+    class UltronSlurmCluster(SLURMCluster):
         def __init__(self, *, target: int, **options: Any) -> None:
             super().__init__(**options)
             self._job_name = options["job_name"]
@@ -165,6 +180,7 @@ def _cluster_class() -> type:
                 self.periodic_callbacks["ultron-replace-lost-jobs"] = callback
                 callback.start()
 
+            assert self.loop is not None  # a started cluster has its loop
             self.loop.add_callback(install)
 
         def close(self, *args: Any, **kwargs: Any) -> Any:
