@@ -62,8 +62,9 @@ class AddressCluster(Strict):
 
 class KubernetesCluster(Strict):
     """A Dask cluster made by the Dask Kubernetes operator (``KubeCluster``): one worker pod per
-    running trial, sized from ``resources``, adaptive between ``min_workers`` and
-    ``parallelism``, on the image ``containerize`` builds (or ``image``)."""
+    running trial (trials of a fraction of a GPU share a whole-GPU pod), sized from
+    ``resources``, adaptive between ``min_workers`` and the pods ``parallelism`` trials fill, on
+    the image ``containerize`` builds (or ``image``)."""
 
     type: Literal["kubernetes"] = Field(description="kubernetes: Dask Kubernetes operator.")
     namespace: str = Field(default="default", description="Namespace of the Dask cluster.")
