@@ -104,8 +104,6 @@ def worker_job_options(spec: JobSpec, name: str) -> dict[str, Any]:
     if gpus:
         directives.insert(0, f"--gres=gpu:{gpus}")
         worker_args = ["--resources", f"GPU={gpus}"]
-    log_dir = ultron_home() / "slurm" / name  # sbatch writes each job's output here
-    log_dir.mkdir(parents=True, exist_ok=True)
     return {
         "job_name": name,
         "cores": 1,  # one thread: one trial per worker; job_cpu books the trial's cores
@@ -119,7 +117,8 @@ def worker_job_options(spec: JobSpec, name: str) -> dict[str, Any]:
         "interface": cluster.interface,
         "job_extra_directives": directives,
         "worker_extra_args": worker_args,
-        "log_directory": str(log_dir),
+        # sbatch writes each job's output here (dask-jobqueue makes the folder)
+        "log_directory": str(ultron_home() / "slurm" / name),
         "scheduler_options": {"dashboard_address": ":0"},
         "silence_logs": logging.WARNING,
     }
