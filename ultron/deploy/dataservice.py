@@ -15,7 +15,7 @@ Example:
 
 from __future__ import annotations
 
-from ultron.deploy.objects import Obj, container, meta, pod_template, service, volume_claim
+from ultron.deploy.objects import Obj, claim, container, deployment, service, statefulset
 from ultron.deploy.values import InfraValues
 
 __all__ = ["HOME", "data_service"]
@@ -45,66 +45,52 @@ svc.WorkerServer(svc.WorkerConfig(
 """
 
 
+def _dispatcher(values: InfraValues, volumes: list[Obj]) -> Obj:
+    s = values.data_service
+    env = [
+        {"name": "ULTRON_HOME", "value": HOME},
+        {"name": "PORT", "value": str(s.dispatcher_port)},
+    ]
+    box = container(
+        "dispatcher", s.image, values.image_pull_policy, command=["python", "-c", _DISPATCHER_CODE],
+        ports={"grpc": s.dispatcher_port}, mounts={"home": HOME}, env=env,
+        probe={"tcpSocket": {"port": "grpc"}, "periodSeconds": 10},
+    )  # fmt: skip
+    # recreate: one dispatcher at a time owns the journal.
+    return deployment(_DISPATCHER, values.namespace, [box], recreate=True, volumes=volumes)
+
+
+def _workers(values: InfraValues, volumes: list[Obj]) -> Obj:
+    s, ns = values.data_service, values.namespace
+    dispatcher = f"{_DISPATCHER}.{ns}.svc.cluster.local:{s.dispatcher_port}"
+    env: list[Obj] = [
+        {"name": "ULTRON_HOME", "value": HOME},
+        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": "PORT", "value": str(s.worker_port)},
+        # The address the dispatcher hands to readers: this pod's name in the headless Service.
+        {
+            "name": "ADDRESS",
+            "value": f"$(POD_NAME).{_WORKER}.{ns}.svc.cluster.local:{s.worker_port}",
+        },
+        {"name": "DISPATCHER", "value": dispatcher},
+    ]
+    box = container(
+        "worker", s.image, values.image_pull_policy, command=["python", "-c", _WORKER_CODE],
+        ports={"grpc": s.worker_port}, env=env, mounts={"home": HOME},
+        probe={"tcpSocket": {"port": "grpc"}, "periodSeconds": 10},
+    )  # fmt: skip
+    return statefulset(_WORKER, ns, [box], s.workers, parallel=True, volumes=volumes)
+
+
 def data_service(values: InfraValues) -> list[Obj]:
     """The shared volume, the dispatcher and the workers, with their Services."""
     s, ns = values.data_service, values.namespace
-    claim = volume_claim(
-        "ultron-home", s.shared_storage, values.storage_class, access="ReadWriteMany"
-    )
-    pvc: Obj = {"apiVersion": "v1", "kind": "PersistentVolumeClaim"} | claim
-    pvc["metadata"] = meta("ultron-home", ns, "ultron-home")
-    home = [{"name": "ULTRON_HOME", "value": HOME}]
+    pvc = claim("ultron-home", ns, s.shared_storage, values.storage_class, access="ReadWriteMany")
     volumes = [{"name": "home", "persistentVolumeClaim": {"claimName": "ultron-home"}}]
-    pull, mounts = values.image_pull_policy, {"home": HOME}
-    dispatcher = container(
-        "dispatcher", s.image, pull, command=["python", "-c", _DISPATCHER_CODE],
-        ports={"grpc": s.dispatcher_port}, mounts=mounts,
-        env=[*home, {"name": "PORT", "value": str(s.dispatcher_port)}],
-        probe={"tcpSocket": {"port": "grpc"}, "periodSeconds": 10},
-    )  # fmt: skip
-    worker_host = f"$(POD_NAME).{_WORKER}.{ns}.svc.cluster.local"
-    worker_env: list[Obj] = [
-        *home,
-        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
-        {"name": "PORT", "value": str(s.worker_port)},
-        {"name": "ADDRESS", "value": f"{worker_host}:{s.worker_port}"},
-        {
-            "name": "DISPATCHER",
-            "value": f"{_DISPATCHER}.{ns}.svc.cluster.local:{s.dispatcher_port}",
-        },
-    ]
-    worker = container(
-        "worker", s.image, pull, command=["python", "-c", _WORKER_CODE],
-        ports={"grpc": s.worker_port}, env=worker_env, mounts=mounts,
-        probe={"tcpSocket": {"port": "grpc"}, "periodSeconds": 10},
-    )  # fmt: skip
-    selector = {"app.kubernetes.io/component": _DISPATCHER}
     return [
         pvc,
-        {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": meta(_DISPATCHER, ns, _DISPATCHER),
-            "spec": {
-                "replicas": 1,
-                # Recreate: one dispatcher at a time owns the journal.
-                "strategy": {"type": "Recreate"},
-                "selector": {"matchLabels": selector},
-                "template": pod_template(_DISPATCHER, [dispatcher], volumes=volumes),
-            },
-        },
+        _dispatcher(values, volumes),
         service(_DISPATCHER, ns, _DISPATCHER, {"grpc": s.dispatcher_port}),
         service(_WORKER, ns, _WORKER, {"grpc": s.worker_port}, headless=True),
-        {
-            "apiVersion": "apps/v1",
-            "kind": "StatefulSet",
-            "metadata": meta(_WORKER, ns, _WORKER),
-            "spec": {
-                "serviceName": _WORKER,
-                "replicas": s.workers,
-                "podManagementPolicy": "Parallel",
-                "selector": {"matchLabels": {"app.kubernetes.io/component": _WORKER}},
-                "template": pod_template(_WORKER, [worker], volumes=volumes),
-            },
-        },
+        _workers(values, volumes),
     ]

@@ -14,13 +14,16 @@ from typing import Any
 
 __all__ = [
     "COMPONENT",
+    "claim",
     "container",
+    "deployment",
     "labels",
     "meta",
     "pod_template",
     "rbac",
     "secret_env",
     "service",
+    "statefulset",
     "volume_claim",
 ]
 
@@ -122,3 +125,60 @@ def rbac(name: str, namespace: str, component: str, rules: list[Obj]) -> list[Ob
         {"apiVersion": f"{group}/v1", "kind": "RoleBinding", "metadata": metadata,
          "subjects": [subject], "roleRef": role_ref},
     ]  # fmt: skip
+
+
+def claim(name: str, namespace: str, size: str, storage_class: str | None, **kw: str) -> Obj:
+    """A PersistentVolumeClaim of its own (``kw``: ``access``)."""
+    spec = volume_claim(name, size, storage_class, **kw)["spec"]
+    metadata = meta(name, namespace, name)
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": metadata, "spec": spec}
+
+
+def deployment(
+    name: str, namespace: str, containers: list[Obj], *, recreate: bool = False, **pod: Any
+) -> Obj:
+    """A Deployment of one pod of component ``name``; ``recreate``: the old pod stops before
+    the new one starts (it holds a volume or a journal only one may write)."""
+    spec: Obj = {"replicas": 1}
+    if recreate:
+        spec["strategy"] = {"type": "Recreate"}
+    spec |= {
+        "selector": {"matchLabels": {COMPONENT: name}},
+        "template": pod_template(name, containers, **pod),
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": meta(name, namespace, name),
+        "spec": spec,
+    }
+
+
+def statefulset(
+    name: str,
+    namespace: str,
+    containers: list[Obj],
+    replicas: int,
+    *,
+    claims: list[Obj] | None = None,
+    parallel: bool = False,
+    **pod: Any,
+) -> Obj:
+    """A StatefulSet of component ``name`` behind the headless Service of the same name;
+    ``claims`` are its volume claim templates, ``parallel`` starts its pods all at once."""
+    spec: Obj = {
+        "serviceName": name,
+        "replicas": replicas,
+        "selector": {"matchLabels": {COMPONENT: name}},
+        "template": pod_template(name, containers, **pod),
+    }
+    if parallel:
+        spec["podManagementPolicy"] = "Parallel"
+    if claims:
+        spec["volumeClaimTemplates"] = claims
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": meta(name, namespace, name),
+        "spec": spec,
+    }

@@ -20,12 +20,14 @@ from typing import Any
 
 from ultron.deploy.objects import (
     Obj,
+    claim,
     container,
+    deployment,
     meta,
-    pod_template,
     rbac,
     secret_env,
     service,
+    statefulset,
     volume_claim,
 )
 from ultron.deploy.redis import redis_env
@@ -42,101 +44,61 @@ def api_url(values: InfraValues) -> str:
     return f"http://prefect-server.{values.namespace}.svc.cluster.local:{API_PORT}/api"
 
 
-def _database(values: InfraValues) -> tuple[list[Obj], list[Obj], dict[str, str], list[Obj]]:
-    """The database's objects, and the server's env, mounts and volumes for it."""
+def _sqlite(values: InfraValues) -> tuple[list[Obj], list[Obj], Obj]:
+    """The SQLite file's volume claim; the server's env and pod fields for it."""
+    pvc = claim(
+        "prefect-data", values.namespace, values.prefect.database_storage, values.storage_class
+    )
+    url = "sqlite+aiosqlite:////data/prefect.db"
+    env = [{"name": "PREFECT_API_DATABASE_CONNECTION_URL", "value": url}]
+    volume = {"name": "data", "persistentVolumeClaim": {"claimName": "prefect-data"}}
+    return [pvc], env, {"volumes": [volume]}
+
+
+def _postgres(values: InfraValues) -> tuple[list[Obj], list[Obj], Obj]:
+    """The PostgreSQL StatefulSet and Service; the server's env for it."""
     p, ns = values.prefect, values.namespace
-    if p.database == "sqlite":
-        claim = volume_claim("prefect-data", p.database_storage, values.storage_class)
-        pvc: Obj = {"apiVersion": "v1", "kind": "PersistentVolumeClaim"} | claim
-        pvc["metadata"] = meta("prefect-data", ns, "prefect-server")
-        env = [
-            {
-                "name": "PREFECT_API_DATABASE_CONNECTION_URL",
-                "value": "sqlite+aiosqlite:////data/prefect.db",
-            }
-        ]
-        volume = {"name": "data", "persistentVolumeClaim": {"claimName": "prefect-data"}}
-        return [pvc], env, {"data": "/data"}, [volume]
+    password = secret_env("POSTGRES_PASSWORD", p.postgres_password_secret)
     pg_env = [
         {"name": "POSTGRES_USER", "value": "prefect"},
         {"name": "POSTGRES_DB", "value": "prefect"},
-        secret_env("POSTGRES_PASSWORD", p.postgres_password_secret),
+        password,
         {"name": "PGDATA", "value": "/var/lib/postgresql/data/pgdata"},
     ]
-    probe = {"exec": {"command": ["pg_isready", "-U", "prefect"]}, "periodSeconds": 5}
     box = container(
-        "postgres",
-        p.postgres_image,
-        values.image_pull_policy,
-        ports={"postgres": 5432},
-        env=pg_env,
-        mounts={"pgdata": "/var/lib/postgresql/data"},
-        probe=probe,
-    )
-    statefulset = {
-        "apiVersion": "apps/v1",
-        "kind": "StatefulSet",
-        "metadata": meta("prefect-postgres", ns, "prefect-postgres"),
-        "spec": {
-            "serviceName": "prefect-postgres",
-            "replicas": 1,
-            "selector": {"matchLabels": {"app.kubernetes.io/component": "prefect-postgres"}},
-            "template": pod_template("prefect-postgres", [box]),
-            "volumeClaimTemplates": [
-                volume_claim("pgdata", p.database_storage, values.storage_class)
-            ],
-        },
-    }
-    svc = service("prefect-postgres", ns, "prefect-postgres", {"postgres": 5432})
-    env = [
-        secret_env("POSTGRES_PASSWORD", p.postgres_password_secret),
-        {
-            "name": "PREFECT_API_DATABASE_CONNECTION_URL",
-            "value": "postgresql+asyncpg://prefect:$(POSTGRES_PASSWORD)@prefect-postgres:5432/prefect",
-        },
+        "postgres", p.postgres_image, values.image_pull_policy, ports={"postgres": 5432},
+        env=pg_env, mounts={"pgdata": "/var/lib/postgresql/data"},
+        probe={"exec": {"command": ["pg_isready", "-U", "prefect"]}, "periodSeconds": 5},
+    )  # fmt: skip
+    claims = [volume_claim("pgdata", p.database_storage, values.storage_class)]
+    database = [
+        service("prefect-postgres", ns, "prefect-postgres", {"postgres": 5432}),
+        statefulset("prefect-postgres", ns, [box], 1, claims=claims),
     ]
-    return [statefulset, svc], env, {}, []
+    url = "postgresql+asyncpg://prefect:$(POSTGRES_PASSWORD)@prefect-postgres:5432/prefect"
+    return database, [password, {"name": "PREFECT_API_DATABASE_CONNECTION_URL", "value": url}], {}
 
 
 def server(values: InfraValues) -> list[Obj]:
     """The Prefect server: a Deployment of one replica (SQLite allows one writer) and its
     Service ``prefect-server``, after its database."""
     p, ns = values.prefect, values.namespace
-    database, env, mounts, volumes = _database(values)
+    database, env, pod = _sqlite(values) if p.database == "sqlite" else _postgres(values)
     env = [
         {"name": "PREFECT_SERVER_API_HOST", "value": "0.0.0.0"},
         {"name": "PREFECT_UI_API_URL", "value": p.ui_api_url or api_url(values)},
         *env,
     ]
-    probe = {"httpGet": {"path": "/api/health", "port": "api"}, "periodSeconds": 10}
     box = container(
-        "prefect-server",
-        p.image,
-        values.image_pull_policy,
-        command=["prefect", "server", "start"],
-        args=["--host", "0.0.0.0", "--port", str(API_PORT)],
-        ports={"api": API_PORT},
-        env=env,
-        mounts=mounts,
-        probe=probe,
-    )
-    deployment = {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": meta("prefect-server", ns, "prefect-server"),
-        "spec": {
-            "replicas": 1,
-            # Recreate: the old pod lets go of the SQLite volume before the new one starts.
-            "strategy": {"type": "Recreate"},
-            "selector": {"matchLabels": {"app.kubernetes.io/component": "prefect-server"}},
-            "template": pod_template(
-                "prefect-server", [box], **({"volumes": volumes} if volumes else {})
-            ),
-        },
-    }
+        "prefect-server", p.image, values.image_pull_policy,
+        command=["prefect", "server", "start"], args=["--host", "0.0.0.0", "--port", str(API_PORT)],
+        ports={"api": API_PORT}, env=env, mounts={"data": "/data"} if pod else None,
+        probe={"httpGet": {"path": "/api/health", "port": "api"}, "periodSeconds": 10},
+    )  # fmt: skip
+    # recreate: the old pod lets go of the SQLite volume before the new one starts.
     return [
         *database,
-        deployment,
+        deployment("prefect-server", ns, [box], recreate=True, **pod),
         service("prefect-server", ns, "prefect-server", {"api": API_PORT}),
     ]
 
@@ -192,14 +154,5 @@ def worker(values: InfraValues, template: dict[str, Any]) -> list[Obj]:
         mounts={"template": "/etc/prefect"},
     )
     volume = {"name": "template", "configMap": {"name": "prefect-base-job-template"}}
-    deployment = {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": meta(name, ns, name),
-        "spec": {
-            "replicas": 1,
-            "selector": {"matchLabels": {"app.kubernetes.io/component": name}},
-            "template": pod_template(name, [box], serviceAccountName=name, volumes=[volume]),
-        },
-    }
-    return [*rbac(name, ns, name, rules), config, deployment]
+    worker = deployment(name, ns, [box], serviceAccountName=name, volumes=[volume])
+    return [*rbac(name, ns, name, rules), config, worker]

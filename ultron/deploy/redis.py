@@ -18,9 +18,9 @@ from ultron.deploy.objects import (
     Obj,
     container,
     meta,
-    pod_template,
     secret_env,
     service,
+    statefulset,
     volume_claim,
 )
 from ultron.deploy.values import InfraValues
@@ -106,27 +106,6 @@ def redis_env(values: InfraValues) -> list[Obj]:
     ]
 
 
-def _statefulset(values: InfraValues, name: str, replicas: int, box: Obj, **extra: object) -> Obj:
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "StatefulSet",
-        "metadata": meta(name, values.namespace, name),
-        "spec": {
-            "serviceName": name,
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app.kubernetes.io/component": name}},
-            "template": pod_template(
-                name,
-                [box],
-                volumes=[
-                    {"name": "scripts", "configMap": {"name": "ultron-redis-scripts"}},
-                ],
-            ),
-            **extra,
-        },
-    }
-
-
 def _ping(port: int) -> Obj:
     check = f'redis-cli -p {port} -a "$REDIS_PASSWORD" --no-auth-warning ping | grep -q PONG'
     return {"exec": {"command": ["sh", "-c", check]}, "periodSeconds": 5}
@@ -158,10 +137,13 @@ def redis(values: InfraValues) -> list[Obj]:
         probe=_ping(SENTINEL_PORT),
     )  # fmt: skip
     claims = [volume_claim("data", r.storage, values.storage_class)]
+    scripts_volume = [{"name": "scripts", "configMap": {"name": "ultron-redis-scripts"}}]
     return [
         scripts,
         service(_SERVER, ns, _SERVER, {"redis": 6379}, headless=True),
-        _statefulset(values, _SERVER, r.replicas, server_box, volumeClaimTemplates=claims),
+        statefulset(_SERVER, ns, [server_box], r.replicas, claims=claims, volumes=scripts_volume),
         service(_SENTINEL, ns, _SENTINEL, {"sentinel": SENTINEL_PORT}, headless=True),
-        _statefulset(values, _SENTINEL, r.sentinels, sentinel_box, podManagementPolicy="Parallel"),
+        statefulset(
+            _SENTINEL, ns, [sentinel_box], r.sentinels, parallel=True, volumes=scripts_volume
+        ),
     ]
