@@ -4,7 +4,7 @@
 # so the image runs what the tests ran), then infra/docker/worker-cpu.Dockerfile over it.
 #   bash infra/docker/build-worker.sh [IMAGE]      (default ultron-automl/worker-cpu:0.1.0)
 # BASE (the OS base, infra/docker/make-base.sh), PYTHON and BUILDER may be set; WHEELS, a
-# folder, keeps the wheelhouse between runs (pip then downloads nothing new). Idempotent: an
+# folder, keeps the wheels between runs (pip then downloads nothing it has). Idempotent: an
 # existing IMAGE is kept (FORCE=1 builds it again).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -27,14 +27,21 @@ trap 'rm -rf "$ctx"' EXIT
 # Python: Debian's, which this machine has too when it runs Debian (else PYTHON's own).
 TARGET=()
 [ -x /usr/bin/python3.11 ] && TARGET=(--python /usr/bin/python3.11)
-wheels=${WHEELS:-$ctx/wheels}
+kept=${WHEELS:-$ctx/kept}
+mkdir -p "$kept"
 wheel() {
-  "$PYTHON" -m pip "${TARGET[@]}" wheel -q --disable-pip-version-check -w "$wheels" \
-    --find-links "$wheels" -c "$ctx/constraints.txt" "$@" ".[torch,s3]" uv
+  "$PYTHON" -m pip "${TARGET[@]}" wheel -q --disable-pip-version-check -w "$ctx/wheels" \
+    --find-links "$kept" -c "$ctx/constraints.txt" "$@" ".[torch,s3]" uv
 }
-# Offline from a kept wheelhouse when it has everything; else from the package index.
+# Offline from the kept wheels when they have everything; else from the package index. The
+# context gets exactly the resolved set; the kept folder gets any new wheel for next time.
 wheel --no-index 2>/dev/null || wheel 2> >(grep -v "^WARNING: Location" >&2)
-[ "$wheels" = "$ctx/wheels" ] || cp -al "$wheels" "$ctx/wheels" 2>/dev/null || cp -a "$wheels" "$ctx/wheels"
+cp -n "$ctx"/wheels/*.whl "$kept"/
 cp infra/docker/entrypoint.sh "$ctx/"
-"${build[@]}" -q -f infra/docker/worker-cpu.Dockerfile --build-arg "BASE=$BASE" -t "$IMAGE" "$ctx"
+# Every wheel but ultron's is a dependency: their list, and its hash, make the cached layer.
+(cd "$ctx/wheels" && ls ./*.whl | grep -v '^./ultron_automl-' | sed 's|^\./|/wheels/|') \
+  > "$ctx/wheels/deps.txt"
+DEPS=$(sha256sum "$ctx/wheels/deps.txt" | cut -c1-16)
+"${build[@]}" -q --layers -f infra/docker/worker-cpu.Dockerfile --build-arg "BASE=$BASE" \
+  --build-arg "DEPS=$DEPS" -t "$IMAGE" "$ctx"
 echo "built $IMAGE"
