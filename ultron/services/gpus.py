@@ -152,7 +152,11 @@ def check_local_gpus(spec: JobSpec) -> list[str]:
         fixes.append(f"lower parallelism to {slots}")
     if devices:
         share = math.ceil(parallelism / len(devices))
-        fixes.append(f"share the GPUs: gpu: {1 / share:g} runs {share} trials per GPU")
+        fixes.append(
+            f"share the GPUs: gpu: {1 / share:g} runs {share} trials per GPU"
+            if share > 1
+            else "gpu: 1 gives each trial a GPU of its own"
+        )
     fixes += [
         "run on a cluster with more GPUs (cluster: type address, kubernetes or slurm)",
         "set ULTRON_GPUS=N if this machine has N GPUs that were not found",
