@@ -18,7 +18,7 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NONE
 
 from ultron.containerize.environment import TrialEnvironment
-from ultron.containerize.usercode import import_paths
+from ultron.containerize.image import with_image, worker_paths
 from ultron.datamanager import DataServiceHandle, start_data_service
 from ultron.master.cancel import CANCEL
 from ultron.services.cluster import ClusterHandle, start_cluster
@@ -101,13 +101,15 @@ def acquire_resources(
     )
     cluster: ClusterHandle | None = None
     try:
-        cluster = start_cluster(spec, job_id)
+        # Kubernetes: the workers run the image containerize pushed, with the code inside it.
+        cluster = start_cluster(with_image(spec, env), job_id)
         log_dir = str(scratch_dir(job_id) / "logs")
         memory = parse_bytes(spec.resources.memory) if spec.resources.memory else None
+        python, code_paths = worker_paths(env)
         cluster.client.run(
             warm_up,
-            str(env.python),
-            import_paths(env.source),
+            python,
+            code_paths,
             spec.model,
             log_dir,
             memory_limit=memory,  # the trials' own limit, or they would not use these processes
