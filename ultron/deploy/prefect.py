@@ -128,7 +128,9 @@ def worker(values: InfraValues, template: dict[str, Any]) -> list[Obj]:
          "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
         {"apiGroups": [""], "resources": ["pods", "pods/log", "pods/status"],
          "verbs": ["get", "list", "watch"]},
-        {"apiGroups": [""], "resources": ["events"], "verbs": ["get", "list", "watch"]},
+        # create, patch: the observer posts events about the pods it handles.
+        {"apiGroups": ["", "events.k8s.io"], "resources": ["events"],
+         "verbs": ["get", "list", "watch", "create", "patch"]},
     ]  # fmt: skip
     config = {
         "apiVersion": "v1",
@@ -138,9 +140,9 @@ def worker(values: InfraValues, template: dict[str, Any]) -> list[Obj]:
     }
     env = [
         {"name": "PREFECT_API_URL", "value": api_url(values)},
-        # The worker otherwise reads the kube-system namespace (a cluster-wide permission) to
-        # tell clusters apart; this names the cluster by our namespace instead.
-        {"name": "PREFECT_KUBERNETES_CLUSTER_UID", "value": f"ultron-{ns}"},
+        # The worker's observer (kopf) of its Jobs' pods otherwise watches the whole cluster,
+        # which the Role (this namespace only) does not allow.
+        {"name": "PREFECT_INTEGRATIONS_KUBERNETES_OBSERVER_NAMESPACES", "value": ns},
     ]
     args = ["--pool", p.work_pool, "--type", "kubernetes",
             "--base-job-template", f"/etc/prefect/{_TEMPLATE_FILE}"]  # fmt: skip
