@@ -1,0 +1,338 @@
+"""All 34 LCBench tasks side by side: our methods and the peers through the real master.
+
+Every run is :func:`~ultron.simulation.jobs.simulate_job` (the asynchronous ``Master`` of a real
+job over a simulated cluster, on a simulated clock) on one task of YAHPO Gym's LCBench
+surrogate, with ``workers`` simulated workers. ``T52`` is the median time one random
+configuration takes to train all 52 epochs on that task and ``B`` the budget in full trainings
+(``--budget``). A run goes on until the later of two moments, and at most ``2 H``:
+
+- the **time to target**: a finished (or stopped) trial's validation accuracy reached the
+  task's target, the accuracy that 1 random configuration in 20 reaches at its best epoch
+  (quantile 0.95 of 4,000 random configurations, seed 12345, as ``benchmarks.lcbench`` defines
+  its 1-in-200 target); ``inf`` when not reached by ``2 H``;
+- the **fixed budget** ``H = T52 * B / workers`` (the cluster's ``B`` full trainings' worth),
+  where the **normalized regret** is taken:
+  ``(y_best - y) / (y_best - y_median)``, ``y`` the best accuracy found by ``H``, ``y_best`` and
+  ``y_median`` the best and median peak accuracy of those 4,000 configurations (0: as good as
+  the best of 4,000; negative: better).
+
+When the run is over, nothing new starts and running trials stop at their next epoch.
+
+Methods: random search (full budget), ASHA, Hyperband, POP (ours, on random search), Optuna's
+TPE with its Hyperband pruner, DEHB (``dehb`` package) and the one-epoch top-K baseline
+(:mod:`benchmarks.lcbench_peers`). Runs are cached on disk (see :mod:`benchmarks.suite_runs`),
+keyed by their parameters and the code they ran, so a rerun recomputes only what changed.
+
+    python -m benchmarks.lcbench_suite --seeds 3 --write-results
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import sys
+import time
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks import suite_tables
+from benchmarks.data import DataMissing, data_dir
+from benchmarks.lcbench import EPOCHS, SPACE, LCBench, _asha, _hyperband, _pop
+from benchmarks.lcbench_peers import DEHBPeer, OneEpochTopK, PeerMissing
+from benchmarks.suite_runs import RunCache, SuiteSettings
+from ultron.algorithms.random_search import RandomSearch
+from ultron.algorithms.stoppers.base import Command, Decision, Stopper, TrialId, TrialPlan
+from ultron.simulation.benchmark import SimulatedClock
+from ultron.simulation.jobs import simulate_job
+
+METHODS = (
+    "Random",
+    "ASHA",
+    "Hyperband",
+    "POP (ours)",
+    "Optuna TPE+Hyperband",
+    "DEHB",
+    "1-epoch top-K",
+)
+WORKERS = (8, 64, 256)
+RESULTS = Path(__file__).with_name("RESULTS.md")
+
+
+def tasks() -> list[str]:
+    """The surrogate's 34 OpenML task ids, in its own order."""
+    folder = data_dir("yahpo_lcbench_surrogate")
+    return list(json.loads((folder / "encoding.json").read_text())["OpenML_task_id"])
+
+
+def task_stats(bench: LCBench, settings: SuiteSettings) -> dict[str, float]:
+    """Target, best and median peak accuracy and ``T52`` from random configurations."""
+    rng = np.random.default_rng(12345)
+    configs = [SPACE.sample(rng) for _ in range(settings.reference)]
+    values, durations = bench.curves(configs)
+    peaks = values.max(axis=1)
+    return {
+        "target": float(np.quantile(peaks, settings.quantile)),
+        "best": float(peaks.max()),
+        "median": float(np.median(peaks)),
+        "t52": float(np.median(durations.sum(axis=1))),
+    }
+
+
+class _Deadline(Stopper):
+    """Ends the run once the target is reached and ``budget`` is spent, or at ``cap``.
+
+    Strategy and stopper in one: it hands out the strategy's configurations until then (then
+    none: the master winds down), and passes every report to the method's stopper (if any),
+    stopping everything once the run is over. It has no ``state_dict`` on the
+    strategy side and an empty one on the stopper side: the simulation's store drops
+    checkpoints anyway, and a stopper's ``state_dict`` (called at each launch) grows with the
+    trials, which makes a long simulation quadratic.
+    """
+
+    def __init__(
+        self,
+        strategy: Any,
+        stopper: Stopper | None,
+        clock: SimulatedClock,
+        *,
+        target: float,
+        budget: float,
+    ) -> None:
+        super().__init__(direction="maximize", max_resource=EPOCHS)
+        self.strategy, self.inner, self.clock = strategy, stopper, clock
+        self.target, self.budget, self.cap = target, budget, 2 * budget
+        self.best = -math.inf  # what the strategy heard: every trial that ended, stopped or not
+        self._suspended: set[TrialId] = set()
+        self._done = False
+
+    def _over(self) -> bool:
+        now = self.clock.now
+        self._done = (
+            self._done or now >= self.cap or (now >= self.budget and self.best >= self.target)
+        )
+        return self._done
+
+    def sample_hyperparameter_candidates(self, n: int) -> list[Any]:
+        return [] if self._over() else self.strategy.sample_hyperparameter_candidates(n)
+
+    def update_state(self, candidates: Sequence[Any], scores: Sequence[float]) -> None:
+        self.best = max([self.best, *(x for x in scores if not math.isnan(x))])
+        self.strategy.update_state(candidates, scores)
+
+    def on_trial_start(self, trial_id: TrialId) -> TrialPlan:
+        return (
+            self.inner.on_trial_start(trial_id) if self.inner else super().on_trial_start(trial_id)
+        )
+
+    def on_report(self, trial_id: TrialId, step: int, value: float) -> Decision:
+        if self._over():  # the run is over: the method's stopper hears no more of it
+            return Decision.STOP
+        decision = self.inner.on_report(trial_id, step, value) if self.inner else Decision.CONTINUE
+        if decision is Decision.SUSPEND:
+            self._suspended.add(trial_id)
+        return decision
+
+    def on_trial_complete(self, trial_id: TrialId) -> None:
+        if self.inner and not self._over():
+            self.inner.on_trial_complete(trial_id)
+
+    def poll(self, *, free_slots: int, can_start_new: bool = True) -> list[Command]:
+        if self._over():  # a suspended trial left behind would keep the master waiting
+            stops = [Command(t, Decision.STOP) for t in sorted(self._suspended, key=str)]
+            self._suspended.clear()
+            return stops
+        commands = (
+            self.inner.poll(free_slots=free_slots, can_start_new=can_start_new)
+            if self.inner
+            else []
+        )
+        for command in commands:
+            self._suspended.discard(command.trial_id)
+        return commands
+
+
+def _method(
+    name: str, workers: int, seed: int, clock: SimulatedClock, target: float
+) -> tuple[Any, Stopper | None]:
+    """The strategy and the stopper of method ``name`` (one object for a peer)."""
+    if name == "Optuna TPE+Hyperband":
+        from benchmarks.optuna_peer import OptunaPeer
+
+        peer: Any = OptunaPeer(SPACE, seed=seed, direction="maximize", max_resource=EPOCHS)
+        return peer, peer
+    if name == "DEHB":
+        peer = DEHBPeer(SPACE, seed=seed, max_resource=EPOCHS)
+        return peer, peer
+    if name == "1-epoch top-K":
+        peer = OneEpochTopK(SPACE, seed=seed, max_resource=EPOCHS, n_configs=100, k=3)
+        return peer, peer
+    stoppers = {"Random": None, "ASHA": _asha, "Hyperband": _hyperband, "POP (ours)": _pop}
+    make = stoppers[name]
+    random = RandomSearch(SPACE, seed=seed, direction="maximize")
+    return random, make(workers, clock, target) if make else None
+
+
+def run_one(
+    task: str,
+    method: str,
+    workers: int,
+    seed: int,
+    settings: SuiteSettings,
+    stats: dict[str, float],
+) -> dict[str, Any]:
+    """One simulated job; its time to target (h, ``inf`` if never), regret and counts."""
+    bench = _bench(task)
+    clock = SimulatedClock()
+    horizon = stats["t52"] * settings.budget / workers
+    strategy, stopper = _method(method, workers, seed, clock, stats["target"])
+    deadline = _Deadline(strategy, stopper, clock, target=stats["target"], budget=horizon)
+    started = time.process_time()
+    try:
+        job = simulate_job(
+            bench, deadline, budget=10**9, workers=workers, stopper=deadline, clock=clock
+        )
+    finally:
+        if hasattr(strategy, "close"):
+            strategy.close()
+    within = [score for when, score in job.best_over_time if when <= horizon]
+    reached = job.time_to_target(stats["target"])
+    found = max(within) if within else 0.0
+    return {
+        "hours": reached / 3600 if reached <= deadline.cap else math.inf,
+        "regret": (stats["best"] - found) / (stats["best"] - stats["median"]),
+        "trials": job.trials_started,
+        "epochs": job.steps_trained,
+        "cpu_s": time.process_time() - started,
+    }
+
+
+def _stats(task: str, settings: SuiteSettings) -> dict[str, float]:
+    return task_stats(_bench(task), settings)
+
+
+_BENCHES: dict[str, LCBench] = {}
+
+
+def _bench(task: str) -> LCBench:
+    if task not in _BENCHES:  # one ONNX session per task and process
+        _BENCHES[task] = LCBench(task)
+    return _BENCHES[task]
+
+
+def _cell(args: tuple[str, str, int, int, SuiteSettings, dict[str, float]]) -> dict[str, Any]:
+    try:
+        return run_one(*args)
+    except PeerMissing as error:
+        return {"skipped": str(error)}
+
+
+def run_suite(
+    settings: SuiteSettings,
+    *,
+    task_ids: Sequence[str],
+    methods: Sequence[str] = METHODS,
+    workers: Sequence[int] = WORKERS,
+    jobs: int = 1,
+    cache: RunCache | None = None,
+    from_cache: bool = False,
+) -> dict[str, Any]:
+    """Every (task, method, workers, seed) run, from the cache where it holds it.
+
+    With ``from_cache``, nothing runs and only the tasks whose runs are all cached are kept.
+    """
+    cache = cache or RunCache(None)
+    if from_cache:
+        complete = [
+            t
+            for t in task_ids
+            if all(
+                cache.get((t, m, w, s), settings)
+                for m in methods
+                for w in workers
+                for s in range(settings.seeds)
+            )
+        ]
+        print(f"from the cache: {len(complete)} of {len(task_ids)} tasks complete", flush=True)
+        task_ids = complete
+    with ProcessPoolExecutor(jobs) if jobs > 1 else contextlib.nullcontext() as pool:
+        missing = [t for t in task_ids if cache.stats(t, settings) is None]
+        computed = (pool.map if pool else map)(_stats, missing, [settings] * len(missing))
+        for task, value in zip(missing, computed, strict=True):
+            cache.put_stats(task, settings, value)
+    stats = {t: cache.stats(t, settings) for t in task_ids}
+    cells = [
+        (t, m, w, s)
+        for t in task_ids
+        for m in methods
+        for w in workers
+        for s in range(settings.seeds)
+    ]
+    todo = [c for c in cells if cache.get(c, settings) is None]
+    print(f"{len(cells)} runs, {len(cells) - len(todo)} cached, {len(todo)} to run", flush=True)
+    args = [(t, m, w, s, settings, stats[t]) for t, m, w, s in todo]
+    started = time.perf_counter()
+    with ProcessPoolExecutor(jobs) if jobs > 1 else contextlib.nullcontext() as pool:
+        outcomes = pool.map(_cell, args, chunksize=1) if pool else map(_cell, args)
+        for cell, outcome in zip(todo, outcomes, strict=True):
+            cache.put(cell, settings, outcome)  # as each ends: an interrupted suite keeps its runs
+    print(f"ran {len(todo)} in {time.perf_counter() - started:.0f} s", flush=True)
+    return {
+        "settings": settings,
+        "stats": stats,
+        "runs": {c: cache.get(c, settings) for c in cells},
+        "tasks": list(task_ids),
+        "methods": list(methods),
+        "workers": list(workers),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> str:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--budget", type=float, default=64.0, help="B: full trainings' worth")
+    parser.add_argument("--tasks", default="all", help="comma-separated task ids, or all")
+    parser.add_argument("--workers", default="8,64,256")
+    parser.add_argument("--methods", default=",".join(METHODS))
+    parser.add_argument("--jobs", type=int, default=1, help="processes")
+    parser.add_argument("--cache", type=Path, default=RunCache.default_folder())
+    parser.add_argument(
+        "--from-cache",
+        action="store_true",
+        help="run nothing: tables from the cached runs, over the tasks that have all of them",
+    )
+    parser.add_argument("--write-results", action="store_true", help=f"update {RESULTS.name}")
+    parser.add_argument("--results", type=Path, default=RESULTS)
+    arguments = parser.parse_args(argv)
+    try:
+        task_ids = tasks() if arguments.tasks == "all" else arguments.tasks.split(",")
+    except DataMissing as error:
+        print(str(error))
+        return str(error)
+    settings = SuiteSettings(seeds=arguments.seeds, budget=arguments.budget)
+    suite = run_suite(
+        settings,
+        task_ids=task_ids,
+        methods=arguments.methods.split(","),
+        workers=[int(w) for w in arguments.workers.split(",")],
+        jobs=arguments.jobs,
+        cache=RunCache(arguments.cache),
+        from_cache=arguments.from_cache,
+    )
+    command = "python -m benchmarks.lcbench_suite " + " ".join(
+        argv if argv is not None else sys.argv[1:]
+    )
+    report = suite_tables.section(suite, command=command.strip())
+    print(report)
+    if arguments.write_results:
+        suite_tables.write_section(arguments.results, report)
+    return report
+
+
+if __name__ == "__main__":
+    main()
