@@ -41,15 +41,15 @@ class _Values(BaseModel):
 
 def _quantity(value: str) -> str:
     if not _QUANTITY.match(value):
-        raise ValueError(f"{value!r} is not a Kubernetes quantity such as 500m, 2 or 4Gi")
+        raise ValueError("it must be a Kubernetes quantity such as 500m, 2 or 4Gi")
     return value
 
 
 def _name(value: str) -> str:
     if not _NAME.match(value):
         raise ValueError(
-            f"{value!r} is not a Kubernetes name: lower-case letters, digits and '-', "
-            "at most 63, starting and ending with a letter or digit"
+            "it must be a Kubernetes name: lower-case letters, digits and '-', at most 63, "
+            "starting and ending with a letter or digit"
         )
     return value
 
@@ -205,7 +205,9 @@ def load_values(path: Path | None) -> InfraValues:
 def _issue(err: Any) -> ConfigIssue:
     loc = tuple(str(part) for part in err["loc"])
     field = ".".join(loc) or "(top level)"
-    rule = str(err["msg"]).removeprefix("Value error, ")
+    rule = str(err["msg"]).removeprefix("Value error, ").replace("Input should be", "it must be")
+    if not loc:
+        rule = "it must be a mapping of settings to values, e.g. namespace: hpo"
     if err["type"] == "extra_forbidden":
         known = _known(loc[:-1])
         return ConfigIssue(field, err["input"], "it is not a setting", f"use one of {known}")
@@ -230,6 +232,8 @@ def _known(parent: tuple[str, ...]) -> str:
 def _fix(loc: tuple[str, ...]) -> str:
     model = _model_at(loc[:-1])
     field = model.model_fields.get(loc[-1]) if model and loc else None
-    default = field.get_default(call_default_factory=True) if field else None
-    about = f"{field.description} " if field and field.description else ""
-    return f"{about}(default {default!r})".strip()
+    if field is None:
+        return "see infra/README.md for the values and their rules"
+    default = field.get_default(call_default_factory=True)
+    about = (field.description or "").rstrip(".")
+    return f"set {'.'.join(loc)} as the rule says ({about}), or leave it out for {default!r}"
