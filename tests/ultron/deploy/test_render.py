@@ -149,6 +149,7 @@ def test_disabled_data_service_is_removed_from_the_folder(tmp_path: Path) -> Non
         ("namespace: Team_A\n", ["namespace", "'Team_A'", "Kubernetes name"]),
         ("dask: {worker_gpus: -1}\n", ["dask.worker_gpus", "-1", "greater than or equal to 0"]),
         ("redis: {storage: lots}\n", ["redis.storage", "lots", "Kubernetes quantity"]),
+        ("[1, 2]\n", ["(top level)", "[1, 2]", "mapping of settings"]),
         (
             "redis: {pasword_secret: x}\n",
             ["redis.pasword_secret", "not a setting", "password_secret"],
