@@ -129,6 +129,9 @@ class OneEpochTopK(_Peer):
     the best ``k`` to the full budget (suspended after epoch 1, resumed from that checkpoint);
     the others stop. When a round has handed out its configurations the next round begins, so
     the baseline keeps the cluster busy until the time budget ends, as random search does.
+    The suite uses ``n_configs=100`` and ``k=3``: the pages of the paper reachable from here
+    (its abstract and summaries) give the procedure but not its K and N, so these are our
+    choice, not the paper's; the rounds are ours too (the paper runs one).
 
     Args:
         search_space: where configurations are drawn (uniformly at random).

@@ -8,13 +8,13 @@ configuration takes to train all 52 epochs on that task and ``B`` the budget in 
 
 - the **time to target**: a finished (or stopped) trial's validation accuracy reached the
   task's target, the accuracy that 1 random configuration in 20 reaches at its best epoch
-  (quantile 0.95 of 4,000 random configurations, seed 12345, as ``benchmarks.lcbench`` defines
+  (quantile 0.95 of 1,000 random configurations, seed 12345, as ``benchmarks.lcbench`` defines
   its 1-in-200 target); ``inf`` when not reached by ``2 H``;
 - the **fixed budget** ``H = T52 * B / workers`` (the cluster's ``B`` full trainings' worth),
   where the **normalized regret** is taken:
   ``(y_best - y) / (y_best - y_median)``, ``y`` the best accuracy found by ``H``, ``y_best`` and
-  ``y_median`` the best and median peak accuracy of those 4,000 configurations (0: as good as
-  the best of 4,000; negative: better).
+  ``y_median`` the best and median peak accuracy of those 1,000 configurations (0: as good as
+  the best of 1,000; negative: better).
 
 When the run is over, nothing new starts and running trials stop at their next epoch.
 

@@ -62,7 +62,7 @@ class SuiteSettings:
     seeds: int = 3
     budget: float = 64.0
     quantile: float = 0.95
-    reference: int = 4000
+    reference: int = 1000
 
     def key(self) -> dict[str, Any]:
         """The settings a run depends on (not ``seeds``: seed ``s`` is the same run for any)."""

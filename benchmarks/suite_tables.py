@@ -158,6 +158,34 @@ def aggregate_tables(suite: dict[str, Any]) -> list[str]:
     return lines
 
 
+def head_to_head(suite: dict[str, Any], ours: str = "POP (ours)") -> list[str]:
+    """``ours`` against each other method, per worker count: the geometric mean of the other's
+    time over ours (above 1: ours is faster), over the tasks where both reached the target, and
+    on how many tasks ours was at least as fast (a task only ours reached counts as faster)."""
+    cells = per_task(suite)
+    if ours not in suite["methods"] or any(
+        "skipped" in c for k, c in cells.items() if k[1] == ours
+    ):
+        return []
+    header = ["against", *(f"{w} workers" for w in suite["workers"])]
+    rows = []
+    for other in suite["methods"]:
+        if other == ours or any("skipped" in c for k, c in cells.items() if k[1] == other):
+            continue
+        row = [other]
+        for w in suite["workers"]:
+            pairs = [
+                (cells[t, other, w]["hours"], cells[t, ours, w]["hours"]) for t in suite["tasks"]
+            ]
+            both = [a / b for a, b in pairs if math.isfinite(a) and math.isfinite(b) and b > 0]
+            wins = sum(b <= a for a, b in pairs if math.isfinite(b))
+            mean = math.exp(statistics.fmean(map(math.log, both))) if both else math.nan
+            row.append(f"x{mean:.2f} ({len(both)} tasks); as fast on {wins}/{len(pairs)}")
+        rows.append(row)
+    title = f"**{ours} head to head**: time of the other / time of {ours} (geometric mean)"
+    return [title, "", *_table(header, rows)]
+
+
 def task_tables(suite: dict[str, Any]) -> list[str]:
     """Per worker count, one row per task: median hours to target / mean regret per method."""
     cells = per_task(suite)
@@ -202,6 +230,7 @@ def section(suite: dict[str, Any], *, command: str) -> str:
         "See `benchmarks/lcbench_suite.py` for each method's settings.",
         "",
         *aggregate_tables(suite),
+        *head_to_head(suite),
         *task_tables(suite),
         END,
     ]
