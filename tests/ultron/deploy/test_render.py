@@ -177,3 +177,22 @@ def test_missing_base_job_template_is_named(tmp_path: Path) -> None:
     )
     assert result.exit_code == 2
     assert "--base-job-template" in result.output and "Traceback" not in result.output
+
+
+def test_the_jobs_redis_url_is_one_ultron_reads() -> None:
+    """REDIS_URL as a job pod sees it (Kubernetes substitutes $(REDIS_PASSWORD)) names every
+    sentinel, the master's name and both passwords to ultron's own parser."""
+    from ultron.deploy.redis import redis_env
+    from ultron.services.redis_client import parse_sentinel_url
+
+    values = InfraValues.model_validate({"redis": {"sentinels": 5, "master_name": "hpo"}})
+    env = {e["name"]: e for e in redis_env(values)}
+    url = env["REDIS_URL"]["value"].replace("$(REDIS_PASSWORD)", "9f3a1c")
+    address = parse_sentinel_url(url)
+    assert [host.split(".")[0] for host, _ in address.sentinels] == [
+        f"ultron-redis-sentinel-{i}" for i in range(5)
+    ]
+    assert {port for _, port in address.sentinels} == {26379}
+    assert address.service_name == "hpo"
+    assert address.master_options["password"] == "9f3a1c"
+    assert address.sentinel_options["password"] == "9f3a1c"
