@@ -22,7 +22,9 @@ import pytest
 
 from ultron.containerize.image import IMAGE_PYTHON, ImageError, build_job_image, find_builder
 
-pytestmark = pytest.mark.slow
+# The first run on a machine builds the base worker image (torch and all): minutes, more on a
+# loaded machine; later runs keep its dependency layer and rebuild only ultron's.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 ROOT = Path(__file__).parents[3]
 INFRA = ROOT / "infra" / "docker"
@@ -41,7 +43,7 @@ def _missing() -> str | None:
 
 
 if reason := _missing():
-    pytestmark = [pytest.mark.slow, pytest.mark.skip(reason=reason)]
+    pytestmark = [*pytestmark, pytest.mark.skip(reason=reason)]
 
 
 def _podman(*args: str) -> str:
