@@ -20,7 +20,7 @@ from typing import Any
 
 _ROOT = Path(__file__).resolve().parent.parent
 # Bump when the way a run is simulated or measured changes.
-VERSION = 2
+VERSION = 3
 _COMMON = (
     "ultron/simulation/jobs.py",
     "ultron/master/loops.py",
