@@ -177,17 +177,50 @@ def kube_cluster_spec(spec: JobSpec, name: str) -> dict[str, Any]:
     return body
 
 
+def _check_api_server(namespace: str) -> None:
+    """One request to the Kubernetes API server, so that a machine without credentials or
+    without a reachable server fails with one clear error (and no half-made cluster)."""
+    import kr8s  # comes with dask-kubernetes
+
+    try:
+        kr8s.api(namespace=namespace).version()
+    except Exception as exc:
+        raise UltronError(
+            "cluster.type 'kubernetes' needs a Kubernetes API server that this process reaches "
+            f"with its credentials, and none answered ({type(exc).__name__}: {str(exc)[:200]}). "
+            "Fix: run the job in the cluster (a pod with a service account, e.g. the "
+            "hpo-job-k8s deployment) or point KUBECONFIG at the cluster's kubeconfig"
+        ) from exc
+
+
 def kube_cluster(spec: JobSpec, job_id: str) -> Any:
     """Create (or, on a resume, connect to) the job's ``KubeCluster`` and make it adaptive
-    between ``cluster.min_workers`` and the workers ``parallelism`` trials fill."""
+    between ``cluster.min_workers`` and the workers ``parallelism`` trials fill.
+
+    Raises:
+        SpecError: no image (``cluster.image`` unset and containerize built none).
+        UltronError: dask-kubernetes is missing, no API server answers, or the cluster could
+            not be made (no Dask operator, no rights in the namespace): the cause is chained.
+    """
     cluster = _kubernetes(spec)
     body = kube_cluster_spec(spec, cluster_name(job_id))
-    kube = _operator().KubeCluster(
-        custom_cluster_spec=body,
-        namespace=cluster.namespace,
-        shutdown_on_close=True,
-        quiet=True,
-    )
+    operator = _operator()
+    _check_api_server(cluster.namespace)
+    try:
+        kube = operator.KubeCluster(
+            custom_cluster_spec=body,
+            namespace=cluster.namespace,
+            shutdown_on_close=True,
+            quiet=True,
+        )
+    except Exception as exc:
+        raise UltronError(
+            f"the Dask cluster {body['metadata']['name']} could not be made in namespace "
+            f"{cluster.namespace!r} ({type(exc).__name__}: {str(exc)[:200]}). Fix: install the "
+            "Dask Kubernetes operator there, and let this pod's service account manage "
+            "daskclusters, daskworkergroups and daskautoscalers (kubernetes.dask.org), pods "
+            "and services (infra/)"
+        ) from exc
     try:
         minimum, maximum = adapt_bounds(spec, cluster)
         kube.adapt(minimum=minimum, maximum=maximum)

@@ -4,6 +4,7 @@ a real ``KubeCluster`` where a Kubernetes API server with the Dask operator answ
 
 from __future__ import annotations
 
+import socket
 import sys
 import uuid
 from pathlib import Path
@@ -165,6 +166,33 @@ def test_without_dask_kubernetes_the_error_names_the_extra(
     with pytest.raises(UltronError) as info:
         kube_cluster_spec(_spec({"cpu": 1}), "ultron-x")
     assert "ultron-automl[kubernetes]" in str(info.value)
+
+
+def test_no_api_server_is_one_clear_error_and_no_cluster(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with socket.socket() as sock:  # an API server address where nothing listens
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "c", "cluster": {"server": f"https://127.0.0.1:{port}"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "x",
+    }
+    (tmp_path / "kubeconfig").write_text(yaml.safe_dump(config))
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kubeconfig"))
+    from dask_kubernetes.operator.kubecluster import kubecluster
+
+    before = len(kubecluster.KubeCluster._instances)
+
+    with pytest.raises(UltronError) as info:
+        kube_cluster(_spec({"cpu": 1}), "no-server")
+
+    assert "needs a Kubernetes API server" in str(info.value) and "KUBECONFIG" in str(info.value)
+    assert len(kubecluster.KubeCluster._instances) == before  # nothing left to reap at exit
 
 
 def _api_server_with_operator() -> str | None:
