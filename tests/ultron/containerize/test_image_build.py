@@ -84,6 +84,10 @@ def worker_image(containers_conf: None) -> str:
     second run with the same sources builds nothing; older test images are removed)."""
     subprocess.run(["bash", str(INFRA / "make-base.sh")], check=True)
     image = f"ultron-automl/worker-cpu:{_worker_tag()}"
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+    env = {**os.environ, "PYTHON": sys.executable, "WHEELS": str(cache / "ultron-wheelhouse")}
+    subprocess.run(["bash", str(INFRA / "build-worker.sh"), image], check=True, env=env)
+    # Older test images go once this one is built: their dependency layer was its cache.
     listed = _podman(
         "images",
         "--format",
@@ -93,10 +97,7 @@ def worker_image(containers_conf: None) -> str:
     )
     for old in listed.split():
         if ":test-" in old and not old.endswith(image.split(":")[1]):
-            _podman("rmi", "--force", old)
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-    env = {**os.environ, "PYTHON": sys.executable, "WHEELS": str(cache / "ultron-wheelhouse")}
-    subprocess.run(["bash", str(INFRA / "build-worker.sh"), image], check=True, env=env)
+            _podman("rmi", old)
     return image
 
 
