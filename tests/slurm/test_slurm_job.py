@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import threading
 import time
@@ -34,7 +35,7 @@ def test_quickstart_on_slurm_survives_a_cancelled_worker_job(
 ) -> None:
     job_id = f"slurm-quickstart-{uuid.uuid4().hex[:6]}"
     client = redis.Redis.from_url(redis_url)
-    cancelled: dict[str, object] = {}
+    cancelled: dict[str, Any] = {}
 
     def cancel_a_worker_job() -> None:
         deadline = time.monotonic() + 400
@@ -50,7 +51,7 @@ def test_quickstart_on_slurm_survives_a_cancelled_worker_job(
         ).stdout.split("\n")
         ours = [line.split() for line in jobs if "quickstart-digits" in line]
         subprocess.run(["scancel", ours[0][0]], check=True)
-        cancelled.update(job=ours[0][0], running=len(ours))
+        cancelled.update(job=ours[0][0], running=len(ours), names={name for _, name in ours})
 
     canceller = threading.Thread(target=cancel_a_worker_job, daemon=True)
     canceller.start()
@@ -72,7 +73,13 @@ def test_quickstart_on_slurm_survives_a_cancelled_worker_job(
     assert len(configs) == 6
     assert all(t.status is TrialStatus.COMPLETED and t.score is not None for t in result.trials)
     # The trial its cancelled job was running failed once (the worker died) and was retried on
-    # the other worker; nothing else ran twice.
+    # another worker; nothing else ran twice.
     assert sorted(t.attempts for t in result.trials) == [1] * 5 + [2]
+    (retried,) = [t for t in result.trials if t.attempts == 2]
+    curves = json.loads(Path(result.files["curves.json"]).read_text())
+    steps = [report["step"] for report in curves[retried.trial_id]]
+    assert steps[0] > 0 and steps[-1] == 14  # it resumed from its checkpoint, not epoch 0
+    (job_name,) = cancelled["names"]
+    assert all(str(t.worker).startswith(f"{job_name}-") for t in result.trials)  # SLURM's
     # finalize closed the cluster: no job of ours is queued, running or completing.
     assert slurm.squeue() == []

@@ -105,6 +105,7 @@ def worker_job_options(spec: JobSpec, name: str) -> dict[str, Any]:
         directives.insert(0, f"--gres=gpu:{gpus}")
         worker_args = ["--resources", f"GPU={gpus}"]
     return {
+        "name": name,  # the cluster's: its workers are <name>-0, <name>-1, ... in the trial table
         "job_name": name,
         "cores": 1,  # one thread: one trial per worker; job_cpu books the trial's cores
         "processes": 1,
