@@ -33,7 +33,9 @@ STRATEGIES: dict[str, dict[str, Any]] = {
 }
 
 
-def run(table: Table, name: str, options: dict[str, Any], seed: int, trials: int, batch: int):
+def run(
+    table: Table, name: str, options: dict[str, Any], seed: int, trials: int, batch: int
+) -> list[float]:
     """Regret after each scored configuration, one seed, batches of ``batch``.
 
     ``name`` is a strategy name, optionally with a label after a slash (``reinforce/lr=0.3``).

@@ -16,7 +16,9 @@ from ultron.algorithms.reinforce import ReinforceSearch
 from ultron.algorithms.space import Choice, SearchSpace, canonical
 
 
-def _objective(policy: AttentionPolicy, batch: list[list[int]], weights: list[float], beta: float):
+def _objective(
+    policy: AttentionPolicy, batch: list[list[int]], weights: list[float], beta: float
+) -> float:
     """What ``gradient`` differentiates, computed from the forward pass alone."""
     total = 0.0
     for indices, weight in zip(batch, weights, strict=True):
@@ -68,7 +70,7 @@ def test_the_first_batch_is_uniform_and_the_policy_sums_to_one() -> None:
     configs = space.grid()
     probabilities = [algo.probabilities(c) for c in configs]
     assert probabilities == pytest.approx([1 / 6] * 6)
-    algo.update_state(configs, [float(i) for i in range(6)] + [])  # not a full batch: no update
+    algo.update_state(configs, [float(i) for i in range(6)])  # fewer than batch_size: no update
     assert sum(algo.probabilities(c) for c in configs) == pytest.approx(1.0)
 
 
