@@ -337,7 +337,10 @@ def _wheelhouse(
     """
     from packaging.utils import canonicalize_name
 
-    _pip_wheel(python, "--no-deps", "-w", str(wheels), str(project), label=str(project))
+    # No build isolation, as for the local environment: the build tools of this environment
+    # build the wheel, and nothing is fetched for them.
+    wheel = ["--no-deps", "--no-build-isolation", "-w", str(wheels), str(project)]
+    _pip_wheel(python, *wheel, label=str(project))
     built = sorted(wheels.glob("*.whl"))
     if len(built) != 1:
         raise ImageError(f"pip built {len(built)} wheels from {project}; expected one")
