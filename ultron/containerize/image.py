@@ -191,19 +191,11 @@ class Builder:
         return result.returncode == 0
 
     def build(self, context: Path, tag: str) -> None:
-        verb = ["build"] if self.tool != "buildah" else ["build", "--layers"]
-        self.run(
-            *verb,
-            "-q",
-            "-f",
-            str(context / "Containerfile"),
-            "-t",
-            tag,
-            str(context),
-            what="building the job's image",
-            fix="if pip names a missing dependency, add it to your pyproject.toml; the base "
-            "image must be one of infra/docker/ (it holds /opt/ultron/venv)",
-        )
+        """Build the Containerfile in ``context`` as ``tag`` (podman, buildah, docker alike)."""
+        args = ["-q", "-f", str(context / "Containerfile"), "-t", tag, str(context)]
+        fix = "if pip names a missing dependency, add it to your pyproject.toml; the base image "
+        fix += "must be one of infra/docker/ (it holds /opt/ultron/venv)"
+        self.run("build", *args, what="building the job's image", fix=fix)
 
     def push(self, reference: str) -> None:
         """Push ``reference``; a refusal names ``cluster.registry``, the rule and the fix."""
@@ -339,8 +331,8 @@ def _wheelhouse(
 
     # No build isolation, as for the local environment: the build tools of this environment
     # build the wheel, and nothing is fetched for them.
-    wheel = ["--no-deps", "--no-build-isolation", "-w", str(wheels), str(project)]
-    _pip_wheel(python, *wheel, label=str(project))
+    args = ["--no-deps", "--no-build-isolation", "-w", str(wheels), str(project)]
+    _pip_wheel(python, *args, label=str(project))
     built = sorted(wheels.glob("*.whl"))
     if len(built) != 1:
         raise ImageError(f"pip built {len(built)} wheels from {project}; expected one")
