@@ -88,6 +88,8 @@ def aggregate(suite: dict[str, Any]) -> dict[tuple[str, int], dict[str, Any]]:
 
 
 def _spread(values: list[float]) -> tuple[float, float]:
+    if not values:  # no task has all its runs yet
+        return math.nan, math.nan
     return statistics.fmean(values), statistics.pstdev(values) if len(values) > 1 else 0.0
 
 
@@ -209,8 +211,9 @@ def _hours(hours: float) -> str:
     return f"{hours:.3f} h" if math.isfinite(hours) else "-"
 
 
-def section(suite: dict[str, Any], *, command: str) -> str:
-    """The suite's whole section of ``RESULTS.md``, between its markers."""
+def section(suite: dict[str, Any], *, command: str, subset: dict[str, Any] | None = None) -> str:
+    """The suite's whole section of ``RESULTS.md``, between its markers; ``subset``: the same
+    for fewer methods over more tasks (when not every method ran on every task)."""
     s = suite["settings"]
     agg = aggregate(suite)
     cpu = sum(a["cpu_s"] for a in agg.values())
@@ -236,9 +239,21 @@ def section(suite: dict[str, Any], *, command: str) -> str:
         *aggregate_tables(suite),
         *head_to_head(suite),
         *task_tables(suite),
+        *(_subset(subset) if subset else []),
         END,
     ]
     return "\n".join(lines)
+
+
+def _subset(suite: dict[str, Any]) -> list[str]:
+    return [
+        f"### {', '.join(suite['methods'])} alone, on {len(suite['tasks'])} tasks",
+        "",
+        *_left_out(suite),
+        *aggregate_tables(suite),
+        *head_to_head(suite),
+        *task_tables(suite),
+    ]
 
 
 def _left_out(suite: dict[str, Any]) -> list[str]:
