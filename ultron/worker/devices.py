@@ -133,7 +133,9 @@ def _task_gpu_amount() -> float:
         return 0.0
     key = getattr(thread_state, "key", None)
     task = worker.state.tasks.get(key) if key is not None else None
-    return float(task.resource_restrictions.get("GPU", 0)) if task is not None else 0.0
+    # None, not {}, for a task that asked for no resources (as on dask-jobqueue's workers).
+    restrictions = (task.resource_restrictions if task is not None else None) or {}
+    return float(restrictions.get("GPU", 0))
 
 
 def trial_gpus() -> str | None:
