@@ -27,6 +27,13 @@ What the paper leaves open is filled in as the NAS literature does, each named b
 - **Elite replay** (``elite_weight``): the ``elite`` best configurations found so far are added
   to each update with a positive weight, as priority-queue training does (Abolafia et al.
   2018); 0 gives plain REINFORCE.
+- **Balanced initial design** (``warmup``): the first ``warmup`` proposals are a Latin
+  hypercube over the categories (each choice's values tiled in a random order, shuffled
+  independently per choice), so every value of every choice is tried once before the policy
+  learns anything: the random warm-start of NAS controllers and of model-based optimizers
+  (e.g. SMAC, BOHB's random fraction), made balanced per dimension. Without it, a value that is
+  poor on average but in every top cell (NAS-Bench-201's skip_connect on edge 3) could lose its
+  mass before it was ever tried. They are learned from like any other sample.
 - **No repeats**: on a finite space, candidates are drawn exactly from the policy restricted to
   configurations never proposed (evaluated or outstanding); see :meth:`_draw_exact`.
 
@@ -70,6 +77,7 @@ class ReinforceSearch(SearchAlgorithm):
         embedding_dim: width of the attention block.
         elite: how many of the best configurations found so far are replayed.
         elite_weight: their total weight in an update (0: none).
+        warmup: proposals drawn from the balanced initial design first (0: none).
 
     Example:
         >>> from ultron.algorithms.space import Choice, SearchSpace
@@ -98,6 +106,7 @@ class ReinforceSearch(SearchAlgorithm):
         embedding_dim: int = 16,
         elite: int = 4,
         elite_weight: float = 0.5,
+        warmup: int = 8,
     ) -> None:
         super().__init__(search_space, seed=seed, direction=direction)
         self.check_options(
@@ -111,6 +120,7 @@ class ReinforceSearch(SearchAlgorithm):
             embedding_dim=embedding_dim,
             elite=elite,
             elite_weight=elite_weight,
+            warmup=warmup,
         )
         self.bins = bins
         self.baseline_decay = baseline_decay
@@ -133,6 +143,7 @@ class ReinforceSearch(SearchAlgorithm):
         self._history: list[tuple[list[int], float]] = []
         self._baseline: float | None = None
         self._worst: float | None = None
+        self._design = _latin_design(self._sizes, warmup, self.rng)
 
     @classmethod
     def check_options(cls, **options: Any) -> None:
@@ -152,6 +163,7 @@ class ReinforceSearch(SearchAlgorithm):
             "embedding_dim": (lambda v: v >= 1, "a positive integer, e.g. 16"),
             "elite": (lambda v: v >= 1, "a positive integer, e.g. 4"),
             "elite_weight": (lambda v: v >= 0, "zero (plain REINFORCE) or positive, e.g. 0.5"),
+            "warmup": (lambda v: v >= 0, "zero (no initial design) or positive, e.g. 8"),
         }
         for name, value in options.items():
             if name in rules and not rules[name][0](value):
@@ -187,7 +199,9 @@ class ReinforceSearch(SearchAlgorithm):
         )
         batch: list[Config] = []
         for _ in range(n):
-            config = self._draw_exact(suffixes) if self._exact else self._draw_redrawing()
+            config = self._from_design()
+            if config is None:
+                config = self._draw_exact(suffixes) if self._exact else self._draw_redrawing()
             if config is None:
                 break
             key, indices = canonical(config), self._encode(config)
@@ -196,6 +210,14 @@ class ReinforceSearch(SearchAlgorithm):
                 suffixes[key] = self._suffix(indices)
             batch.append(config)
         return batch
+
+    def _from_design(self) -> Config | None:
+        """The next unproposed configuration of the initial design, or None once it is used."""
+        while self._design:
+            config = self._decode(self._design.pop(0))
+            if canonical(config) not in self._seen:
+                return config
+        return None
 
     def _suffix(self, indices: list[int]) -> np.ndarray:
         """``log π(x_>=d | x_<d)`` for d = 0 .. D (the last is 0)."""
@@ -313,6 +335,7 @@ class ReinforceSearch(SearchAlgorithm):
             "history": [[i, r] for i, r in self._history],
             "baseline": self._baseline,
             "worst": self._worst,
+            "design": self._design,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -323,6 +346,7 @@ class ReinforceSearch(SearchAlgorithm):
         self._history = [([int(k) for k in i], float(r)) for i, r in state["history"]]
         self._baseline = state["baseline"]
         self._worst = state["worst"]
+        self._design = [[int(k) for k in i] for i in state.get("design", [])]
 
 
 def _categories(domain: Domain, bins: int) -> int:
@@ -332,6 +356,17 @@ def _categories(domain: Domain, bins: int) -> int:
     if isinstance(domain, IntRange) and domain.size <= bins:
         return int(domain.size)
     return bins
+
+
+def _latin_design(sizes: list[int], n: int, rng: np.random.Generator) -> list[list[int]]:
+    """``n`` index vectors in which each choice's categories appear equally often (±1)."""
+    if n == 0:
+        return []
+    columns = []
+    for size in sizes:
+        tiled = np.concatenate([rng.permutation(size) for _ in range(-(-n // size))])[:n]
+        columns.append(rng.permutation(tiled))
+    return [[int(column[i]) for column in columns] for i in range(n)]
 
 
 def _exact(domain: Domain, size: int) -> bool:

@@ -86,6 +86,28 @@ def test_no_configuration_is_proposed_twice_and_an_exhausted_space_gives_none() 
     assert algo.sample_hyperparameter_candidates(3) == []
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_first_batch_tries_every_value_of_every_choice(seed: int) -> None:
+    """The balanced initial design: 8 draws cover a 5-valued choice's values, 1 or 2 times each
+    (random draws of 8 miss a given value with probability 0.8**8 = 17%)."""
+    space = SearchSpace({f"e{i}": Choice(tuple(range(5))) for i in range(6)})
+    batch = ReinforceSearch(space, seed=seed, warmup=8).sample_hyperparameter_candidates(8)
+    for name in space:
+        counts = np.bincount([c[name] for c in batch], minlength=5)
+        assert counts.min() >= 1 and counts.max() <= 2, (name, counts)
+    assert len({canonical(c) for c in batch}) == 8
+
+
+def test_the_initial_design_survives_a_state_round_trip() -> None:
+    space = SearchSpace({f"e{i}": Choice(tuple(range(5))) for i in range(3)})
+    algo = ReinforceSearch(space, seed=4, warmup=8)
+    first = algo.sample_hyperparameter_candidates(3)
+    clone = ReinforceSearch(space, seed=99, warmup=8)
+    clone.load_state_dict(algo.state_dict())
+    assert clone.sample_hyperparameter_candidates(5) == algo.sample_hyperparameter_candidates(5)
+    assert first  # the design's first three were taken before the round trip
+
+
 def test_only_the_ranks_of_the_scores_matter() -> None:
     """Reward normalization: a monotone rescaling of the objective changes nothing."""
     space = SearchSpace({f"x{i}": Choice(tuple(range(4))) for i in range(3)})
@@ -148,7 +170,13 @@ def test_numeric_domains_are_sliced_and_failures_are_tolerated() -> None:
 
 @pytest.mark.parametrize(
     ("option", "value"),
-    [("learning_rate", 0.0), ("bins", 1), ("baseline_decay", 1.0), ("target_kl", -1.0)],
+    [
+        ("learning_rate", 0.0),
+        ("bins", 1),
+        ("baseline_decay", 1.0),
+        ("target_kl", -1.0),
+        ("warmup", -1),
+    ],
 )
 def test_an_out_of_range_option_is_named_with_its_value_and_rule(option: str, value: float) -> None:
     space = SearchSpace({"a": Choice((1, 2))})
