@@ -15,6 +15,7 @@ from ultron.errors import JobCancelledError, UltronError
 from ultron.master.cancel import CANCEL, handling_signals
 from ultron.master.results import HPOResult
 from ultron.master.strategy import check_options
+from ultron.services.cluster import check_scheduler
 from ultron.services.gpus import check_local_gpus
 from ultron.services.paths import check_job_id, new_job_id
 from ultron.services.reachability import check_redis, check_storage
@@ -122,8 +123,8 @@ _one_job = threading.Lock()
 def preflight(job: JobSpec) -> None:
     """The checks ``run`` makes before Prefect starts, in seconds: the strategy's and stopper's
     options, that a local job's GPU trials fit this machine's GPUs, the script's main guard,
-    and that the job's Redis and storage answer (the flow checks those again: it may run
-    elsewhere).
+    and that the job's Redis, storage and Dask scheduler (``cluster.address`` or
+    ``ULTRON_DASK_ADDRESS``) answer (the flow checks those again: it may run elsewhere).
 
     Raises:
         SpecError: naming the field, the value, the rule and the fix.
@@ -131,20 +132,21 @@ def preflight(job: JobSpec) -> None:
     """
     check_options(job)
     check_local_gpus(job)  # parallelism x gpu fits the GPUs here (the local backend)
-    _check_main_guard()
+    _check_main_guard(job)
     if job.redis_url or os.environ.get("REDIS_URL"):
         field = "redis_url" if job.redis_url else "REDIS_URL"
         check_redis(job.redis_url or os.environ["REDIS_URL"], field=field)
     check_storage(job.storage)
+    check_scheduler(job)
 
 
-def _check_main_guard() -> None:
+def _check_main_guard(job: JobSpec) -> None:
     """Refuse a call at the top level of a script without ``if __name__ == "__main__":``.
 
     Dask starts its local worker processes by importing the main script again; unguarded,
     each of them would start the job again, and the workers would fail to start after 30 s.
     """
-    if settings().dask_address:  # no local worker processes are started
+    if settings().dask_address or job.cluster.type != "local":  # no local worker processes
         return
     main = sys.modules.get("__main__")
     main_file = getattr(main, "__file__", None)

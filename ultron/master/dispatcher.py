@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from ultron.containerize.environment import TrialEnvironment
-from ultron.containerize.usercode import import_paths
+from ultron.containerize.image import worker_paths
 from ultron.master.cancel import CANCEL
 from ultron.master.job_state import JobStore
 from ultron.services import keys
@@ -65,7 +65,8 @@ class TrialDispatcher:
         self.store = store
         self.spec = spec
         self.env = env
-        self.code_paths = import_paths(env.source)
+        # As the workers see them: inside the job's image on kubernetes, else the local ones.
+        self.python, self.code_paths = worker_paths(env)
         self.redis_url = redis_url
         self.scratch = scratch
         self.resources = resources or None
@@ -91,7 +92,7 @@ class TrialDispatcher:
             trial_id=trial_id,
             hyperparameters=config,
             model=self.spec.model,
-            python=str(self.env.python),
+            python=self.python,
             code_paths=self.code_paths,
             metric=self.spec.objective.metric,
             seed=trial_seed(self.spec.seed, config),

@@ -172,7 +172,8 @@ def _running(address: str, field: str) -> Any:
 
 def check_scheduler(spec: JobSpec) -> None:
     """Before a job starts: the scheduler it is to use (``ULTRON_DASK_ADDRESS`` or
-    ``cluster.address``) answers. Nothing to check for the other backends.
+    ``cluster.address``) answers; a ``slurm`` job can submit its worker jobs (dask-jobqueue
+    and ``sbatch`` are here).
 
     Raises:
         SpecError: naming the field, the address, why it failed and the fix.
@@ -183,3 +184,7 @@ def check_scheduler(spec: JobSpec) -> None:
         address, field = spec.cluster.address, "cluster.address"
     if address:
         _connect(address, field).close()
+    elif spec.cluster.type == "slurm":
+        from ultron.services.slurm import check_slurm  # lazy: dask-jobqueue is the slurm extra
+
+        check_slurm(spec)

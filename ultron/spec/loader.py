@@ -17,6 +17,7 @@ from pydantic import BaseModel, ValidationError
 
 from ultron.datamanager.spec import DataSpec
 from ultron.errors import ConfigIssue, SpecError
+from ultron.spec.cluster import AddressCluster, KubernetesCluster, LocalCluster, SlurmCluster
 from ultron.spec.codebase import check_code_base
 from ultron.spec.job import EarlyStopping, JobSpec, Objective, Resources
 from ultron.spec.paper import PAPER_KEYS, PAPER_MODEL_KEYS, from_paper
@@ -29,6 +30,14 @@ _NESTED: dict[str, type[BaseModel]] = {
     "resources": Resources,
     "early_stopping": EarlyStopping,
     "data": DataSpec,
+}
+
+# The cluster section's types, told apart by ``type`` as search-space entries are.
+_CLUSTERS: dict[str, type[BaseModel]] = {
+    "local": LocalCluster,
+    "address": AddressCluster,
+    "kubernetes": KubernetesCluster,
+    "slurm": SlurmCluster,
 }
 
 _SUFFIXES = (".yaml", ".yml", ".json")
@@ -252,10 +261,13 @@ def _parse_json(text: str, name: str, label: str) -> Any:
 
 
 def _entry_loc(loc: tuple[str, ...]) -> tuple[tuple[str, ...], str | None]:
-    """A search-space error's location without the union's tag, and the tag:
-    ``search_space.lr.uniform.low`` is ``search_space.lr.low`` to the user."""
+    """A search-space or cluster error's location without the union's tag, and the tag:
+    ``search_space.lr.uniform.low`` is ``search_space.lr.low`` to the user, and
+    ``cluster.address.address`` is ``cluster.address``."""
     if len(loc) > 2 and loc[0] == "search_space" and loc[2] in ENTRY_TYPES:
         return (*loc[:2], *loc[3:]), loc[2]
+    if len(loc) > 1 and loc[0] == "cluster" and loc[1] in _CLUSTERS:
+        return (loc[0], *loc[2:]), loc[1]
     return loc, None
 
 
@@ -265,10 +277,11 @@ def _issue(err: Any, names: dict[tuple[str, ...], str], data: dict[str, Any]) ->
     kind = err["type"]
     ctx = err.get("ctx") or {}
     if kind in ("union_tag_invalid", "union_tag_not_found"):  # a search-space entry's type
-        expected = " or ".join(", ".join(map(repr, ENTRY_TYPES)).rsplit(", ", 1))
+        types = _CLUSTERS if loc[:1] == ("cluster",) else ENTRY_TYPES
+        expected = " or ".join(", ".join(map(repr, types)).rsplit(", ", 1))
         if kind == "union_tag_not_found":
             return ConfigIssue(f"{field}.type", None, f"it is required: {expected}", "add type:")
-        close = difflib.get_close_matches(str(ctx.get("tag")), list(ENTRY_TYPES), n=1)
+        close = difflib.get_close_matches(str(ctx.get("tag")), list(types), n=1)
         fix = f"write {close[0]!r}" if close else f"write one of {expected}"
         return ConfigIssue(f"{field}.type", ctx.get("tag"), f"it must be {expected}", fix)
     if kind == "ultron_rule":
@@ -307,5 +320,8 @@ def _known_fields(parent: tuple[str, ...], tag: str | None = None) -> list[str]:
     entry of that type)."""
     if not parent:
         return [*JobSpec.model_fields, *PAPER_KEYS, *PAPER_MODEL_KEYS]
-    model = ENTRY_TYPES[tag] if tag else _NESTED.get(parent[0])
+    if tag:
+        model = (_CLUSTERS if parent[:1] == ("cluster",) else ENTRY_TYPES)[tag]
+    else:
+        model = _NESTED.get(parent[0])
     return list(model.model_fields) if model else []

@@ -126,3 +126,26 @@ def test_only_loopback_registries_are_spoken_to_over_http(reference: str, loopba
     flags = Builder("podman", "/usr/bin/podman").tls_flags(reference)
     assert (flags == ["--tls-verify=false"]) is loopback
     assert Builder("docker", "/usr/bin/docker").tls_flags(reference) == []
+
+
+def test_a_trial_request_names_the_paths_inside_the_image(tmp_path: Path) -> None:
+    """The dispatcher sends workers the image's interpreter and code, not the flow machine's:
+    /opt/code does not exist where the flow runs, and the local venv not in the pod."""
+    from ultron.master.dispatcher import TrialDispatcher
+    from ultron.master.job_state import JobStore
+
+    local = TrialEnvironment(tmp_path / "venv/bin/python", "0" * 64, tmp_path, tmp_path, False)
+    env = ImageEnvironment(**local.__dict__, image=JobImage("r/x/ultron-job:abc", "abc"))
+    spec = JobSpec.model_validate(_spec(cluster={"type": "kubernetes", "registry": "r/x"}))
+    # No Redis is touched: request() only reads the store's job id.
+    store = JobStore.__new__(JobStore)
+    store.job_id = "job-1"
+    from distributed import Client
+
+    # An in-process scheduler with no worker: the dispatcher needs a client, no trial runs.
+    with Client(processes=False, n_workers=0, dashboard_address=None) as client:
+        dispatcher = TrialDispatcher(
+            client, store, spec=spec, env=env, redis_url="redis://x:1/0", scratch=str(tmp_path)
+        )
+        request = dispatcher.request("t1", {"lr": 0.1})
+    assert (request.python, tuple(request.code_paths)) == (IMAGE_PYTHON, (IMAGE_CODE,))
