@@ -154,7 +154,8 @@ def test_numeric_domains_are_sliced_and_failures_are_tolerated() -> None:
     from ultron.algorithms.space import LogUniform
 
     space = SearchSpace({"lr": LogUniform(1e-5, 1.0), "act": Choice(("relu", "tanh"))})
-    algo = ReinforceSearch(space, seed=3, bins=5, batch_size=4)
+    # a design of one batch: the test is about what the policy learns in the five after it
+    algo = ReinforceSearch(space, seed=3, bins=5, batch_size=4, warmup=4)
     for _ in range(6):
         batch = algo.sample_hyperparameter_candidates(4)
         assert all(space.contains(c) for c in batch)
