@@ -34,6 +34,11 @@ WORKER_INPUTS = ("pyproject.toml", "ultron", "tasks", "flows", "algorithms", "da
 
 
 def _missing() -> str | None:
+    # Opt-in until the worker image builds within CI's budget: on a fresh machine it downloads
+    # a 350 MB wheelhouse and builds and pushes a 1.7 GB image (14 min measured on 2 loaded
+    # cores; 5 min with the worker image cached), more than CI's whole margin.
+    if os.environ.get("ULTRON_TEST_IMAGES") != "1":
+        return "builds and pushes a 1.7 GB image (5-14 min): set ULTRON_TEST_IMAGES=1 to run it"
     if os.geteuid() != 0:
         return "needs root: podman's storage and mmdebstrap"
     for tool in ("podman", "mmdebstrap", "docker-registry"):
