@@ -233,7 +233,12 @@ def section(suite: dict[str, Any], *, command: str, subset: dict[str, Any] | Non
         f"of those accuracies, at the fixed budget `H = T52 * {s.budget:g} / workers`, `T52` "
         "the median time of 52 epochs of a random configuration; a run goes on until the "
         "target is reached and `H` is spent, at most `2 H` (time to target `-` beyond). "
-        "See `benchmarks/lcbench_suite.py` for each method's settings.",
+        "See `benchmarks/lcbench_suite.py` for each method's settings. Read with care: a "
+        "trial counts when it ends (finished or stopped), as in `benchmarks/lcbench.py`; POP "
+        "is told the target and stops a trial the moment it reports it, so POP's hit counts "
+        "at once, while another method's trial that passes the target mid-way counts only "
+        "when it ends. That favours POP in time to target. At 256 workers `2 H` is half a "
+        "median training, so methods that train survivors to 52 epochs often show `-`.",
         "",
         *_left_out(suite),
         *aggregate_tables(suite),
