@@ -320,6 +320,7 @@ def _known_fields(parent: tuple[str, ...], tag: str | None = None) -> list[str]:
     entry of that type)."""
     if not parent:
         return [*JobSpec.model_fields, *PAPER_KEYS, *PAPER_MODEL_KEYS]
+    model: type[BaseModel] | None
     if tag:
         model = (_CLUSTERS if parent[:1] == ("cluster",) else ENTRY_TYPES)[tag]
     else:
