@@ -80,7 +80,7 @@ class DEHBPeer(_Peer):
         except ImportError as error:
             raise PeerMissing(
                 f"DEHB skipped: the dehb package is not installed (pip install "
-                f"dehb=={DEHB_VERSION}, or the 'bench' extra)"
+                f"--no-deps dehb=={DEHB_VERSION}: it declares numpy<2 and runs on ours)"
             ) from error
         self._folder = tempfile.mkdtemp(prefix="ultron-dehb-")  # DEHB insists on a log file
         cs = to_configspace(search_space, seed)
