@@ -16,7 +16,6 @@ rerunning it from scratch.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -92,8 +91,9 @@ def start_cluster(spec: JobSpec, job_id: str = "ultron") -> ClusterHandle:
 
         cluster = kube_cluster(spec, job_id)
     elif kind == "slurm":
-        # Imported by name: the module arrives with the slurm backend and needs dask-jobqueue.
-        cluster = importlib.import_module("ultron.services.slurm").slurm_cluster(spec)
+        from ultron.services.slurm import slurm_cluster  # lazy: dask-jobqueue is the slurm extra
+
+        cluster = slurm_cluster(spec)
     else:
         cluster = _local_cluster(spec)
     return _client_of(cluster, resources)
