@@ -1,15 +1,17 @@
 """Two real ``ultron run`` jobs share the embedded Redis of one ``ULTRON_HOME``.
 
 Neither spec names a ``redis_url`` and ``REDIS_URL`` is unset, so both jobs use the embedded
-server of ``ULTRON_HOME/redis``. Job A (two short trials) starts first and starts the server;
-job B (six slow trials, one at a time) starts a few seconds later, joins it, and still uses it
+server of ``ULTRON_HOME/redis``. Job A (three trials) starts first and starts the server;
+job B (six slow trials, one at a time) starts once A uses it, joins it, and still uses it
 when A leaves. The starter leaving first must not stop the server; B, its last user, stops it.
 
 Each use of the server is a lock file ``users/<pid>-<id>.lock`` held by the job's process, so the
 test sees who uses the server and when. ``redis.log`` records every server start.
 
-B starts a fixed time after A, not once ``redis.json`` exists: Prefect's temporary server takes
-longer to start than A takes to run once it has Redis, so B would join only after A had left.
+B starts once A holds its use of the server, never a fixed time after A: how long a job takes to
+reach Redis varies with the machine's load (a fixed delay let B reach it first under CI). A's
+trials are long enough (3 x 6 s, one at a time) for B to start and join while A still holds its
+use; B's trials (6 x 5 s) outlast A's.
 """
 
 from __future__ import annotations
@@ -30,9 +32,9 @@ import yaml
 
 REPO = Path(__file__).parents[2]
 ULTRON = str(Path(sys.executable).with_name("ultron"))
-# A must reach Redis first, and B before A has left: A holds the server 13 s or more (it
-# builds the trial environment, starts Dask, runs its trials); B's trials alone take 24 s.
-B_DELAY_S = 5.0
+# B starts once A holds its use: A holds the server 18 s or more (its trials alone), B's trials
+# alone take 30 s, so B joins while A holds it and leaves after A.
+A_START_S = 240.0
 
 pytestmark = pytest.mark.slow
 
@@ -73,6 +75,15 @@ def _start(spec: Path, job_id: str, home: Path) -> subprocess.Popen[str]:
 def _users(folder: Path) -> set[int]:
     """Pids of the processes holding a use of the server (``users/<pid>-<id>.lock``)."""
     return {int(path.name.split("-")[0]) for path in (folder / "users").glob("*.lock")}
+
+
+def _wait_for_use(folder: Path, job: subprocess.Popen[str], seconds: float) -> None:
+    """Waits until ``job`` holds a use of the server (its lock file in ``users/``)."""
+    deadline = time.monotonic() + seconds
+    while not (folder.exists() and job.pid in _users(folder)):
+        assert job.poll() is None, f"job A ended ({job.returncode}) before it used the server"
+        assert time.monotonic() < deadline, f"job A held no use of the server in {seconds:g} s"
+        time.sleep(0.05)
 
 
 def _no_server_within(
@@ -143,12 +154,12 @@ def test_two_jobs_share_the_embedded_redis_and_the_last_stops_it(
 ) -> None:
     home = tmp_path / "home"
     folder = home / "redis"
-    spec_a = _spec(tmp_path, "share-a", trials=2, sleep=0.2, parallelism=1)
-    spec_b = _spec(tmp_path, "share-b", trials=6, sleep=4.0, parallelism=1)
+    spec_a = _spec(tmp_path, "share-a", trials=3, sleep=6.0, parallelism=1)
+    spec_b = _spec(tmp_path, "share-b", trials=6, sleep=5.0, parallelism=1)
     jobs: list[subprocess.Popen[str]] = []
     try:
         jobs.append(a := _start(spec_a, "share-a-1", home))
-        time.sleep(B_DELAY_S)
+        _wait_for_use(folder, a, A_START_S)
         jobs.append(b := _start(spec_b, "share-b-1", home))
         seen = _watch(folder, a, b.pid, timeout_s=480, redis_servers=redis_servers)
         b.wait(timeout=480)
@@ -167,10 +178,10 @@ def test_two_jobs_share_the_embedded_redis_and_the_last_stops_it(
     assert a.returncode == 0, (out_a, err_a)
     assert b.returncode == 0, (out_b, err_b)
     assert "Traceback" not in out_a + err_a + out_b + err_b
-    for job_id, count in (("share-a-1", 2), ("share-b-1", 6)):
+    for job_id, count in (("share-a-1", 3), ("share-b-1", 6)):
         trials = _trials(tmp_path, job_id)
         assert len(trials) == count and {t["status"] for t in trials} == {"completed"}, trials
-    assert "job share-a-1 completed: 2 trials" in out_a
+    assert "job share-a-1 completed: 3 trials" in out_a
     assert "job share-b-1 completed: 6 trials" in out_b
 
     assert seen.first_users == {a.pid}, f"job A (pid {a.pid}) did not start the server alone"
