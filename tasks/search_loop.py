@@ -73,6 +73,9 @@ def search_loop(
     store = JobStore(client, job_id)
     state = store.load() or JobState(job_id)
     state.status = JobStatus.RUNNING  # a completed job that continues runs again
+    # Now, not at the first checkpoint (in the batch loop: when the first round has ended):
+    # `ultron status` and `ultron jobs` show the job running, with its running trials.
+    store.set_status(JobStatus.RUNNING)
     running_before = store.running()  # trials that ran when a previous master died
     if running_before:
         logger.info(

@@ -120,7 +120,8 @@ def test_status_shows_running_trials_and_cancel_stops_the_job_cleanly(
     try:
         shown = _wait_for_reports(proc, job_id, redis_url)
         assert f"job {job_id} (default): running, " in shown
-        assert "of 4 trials done" in shown and "2 running trial(s)" in shown
+        # 0 done: the job shows as running from its start, not from its first round's end.
+        assert "0 of 4 trials done" in shown and "2 running trial(s)" in shown
         assert "loss=" in shown and "x=" in shown  # each trial's latest report, configuration
         tree = [proc.pid, *(c.pid for c in psutil.Process(proc.pid).children(recursive=True))]
 
