@@ -10,6 +10,9 @@ ENV PATH=/opt/ultron/venv/bin:/usr/local/bin:/usr/bin:/bin \
     PIP_NO_INDEX=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONUNBUFFERED=1
 # The wheelhouse is bind-mounted, not copied: it would stay in a layer (hundreds of MB). uv
 # installs it (from the wheelhouse too): 5x faster than pip here, bytecode compiled in parallel.
+# Or (build-worker.sh's default where it can) the host's uv, its cache (/uv-cache) and its
+# --find-links folders (/find-links/N) are bind-mounted: wheels/ then holds ultron's wheel and
+# deps.txt pins, and uv installs them from that cache, offline (nothing of it stays in a layer).
 # The CA bundle is made here: make-base.sh unpacks ca-certificates without running its script.
 # Two layers: the dependencies (wheels/deps.txt), kept while DEPS (the hash of that list)
 # stays the same, and ultron itself, the one that changes with each commit.
@@ -18,12 +21,19 @@ RUN --mount=type=bind,source=wheels,target=/wheels \
     echo "dependencies $DEPS" \
  && cat /usr/share/ca-certificates/mozilla/*.crt > /etc/ssl/certs/ca-certificates.crt \
  && python3 -m venv /opt/ultron/venv \
- && /opt/ultron/venv/bin/python -m pip install -q --no-index --find-links /wheels uv \
- && /opt/ultron/venv/bin/uv pip install -q --python /opt/ultron/venv/bin/python --offline \
-      --no-index --find-links /wheels --compile-bytecode -r /wheels/deps.txt
+ && if [ -x /usr/local/bin/uv-host ]; then export UV_CACHE_DIR=/uv-cache UV_LINK_MODE=copy; \
+      uv=/usr/local/bin/uv-host; \
+    else /opt/ultron/venv/bin/python -m pip install -q --no-index --find-links /wheels uv; \
+      uv=/opt/ultron/venv/bin/uv; fi \
+ && links=$(for d in /wheels /find-links/*; do [ ! -d "$d" ] || echo "--find-links $d"; done) \
+ && $uv pip install -q --python /opt/ultron/venv/bin/python --offline $links \
+      --compile-bytecode -r /wheels/deps.txt
 RUN --mount=type=bind,source=wheels,target=/wheels \
-    /opt/ultron/venv/bin/uv pip install -q --python /opt/ultron/venv/bin/python --offline \
-      --no-index --find-links /wheels --compile-bytecode "ultron-automl[torch,s3]" \
+    if [ -x /usr/local/bin/uv-host ]; then export UV_CACHE_DIR=/uv-cache UV_LINK_MODE=copy; \
+      uv=/usr/local/bin/uv-host; else uv=/opt/ultron/venv/bin/uv; fi \
+ && links=$(for d in /wheels /find-links/*; do [ ! -d "$d" ] || echo "--find-links $d"; done) \
+ && $uv pip install -q --python /opt/ultron/venv/bin/python --offline $links --no-deps \
+      --compile-bytecode /wheels/ultron_automl-*.whl \
  && /opt/ultron/venv/bin/python -m pip check \
  && /opt/ultron/venv/bin/python -m pip freeze > /opt/ultron/requirements.lock
 COPY entrypoint.sh /usr/local/bin/ultron-entrypoint
