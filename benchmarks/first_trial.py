@@ -7,8 +7,13 @@ times the phases of the job on the way (the flow starting, Redis, containerize, 
 check, the Dask cluster, the warm-up of the trial processes, the search, finalize) by wrapping
 the functions the flow calls, and prints the timeline.
 
-    python -m benchmarks.first_trial            # prints the timeline and the totals
-    python -m benchmarks.first_trial --runs 3   # more measured runs (the first one warms up)
+Each measured round runs the job twice, side by side: as ultron runs it (local workers forked
+from the warm forkserver, :mod:`ultron.services.forkserver`) and the baseline with
+``ULTRON_SPAWN_WORKERS=1`` (each worker spawned in a fresh interpreter); the summary prints both
+and their ratio.
+
+    python -m benchmarks.first_trial            # prints the timelines and the totals
+    python -m benchmarks.first_trial --runs 3   # more measured rounds (a warm-up run first)
 """
 
 from __future__ import annotations
@@ -91,14 +96,19 @@ def measure(storage: str) -> dict[str, Any]:
     }
 
 
-def _child(storage: str) -> dict[str, Any]:
-    """Measure one run in a fresh interpreter (a user's second ``ultron run``)."""
+def _child(storage: str, *, spawn: bool = False) -> dict[str, Any]:
+    """Measure one run in a fresh interpreter (a user's second ``ultron run``); ``spawn``: the
+    baseline, local workers spawned (``ULTRON_SPAWN_WORKERS=1``)."""
+    env = {key: value for key, value in os.environ.items() if key != "ULTRON_SPAWN_WORKERS"}
+    if spawn:
+        env["ULTRON_SPAWN_WORKERS"] = "1"
     done = subprocess.run(
         [sys.executable, "-m", "benchmarks.first_trial", "--child", storage],
         capture_output=True,
         text=True,
         check=False,
         cwd=HERE.parent,
+        env=env,
     )
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode != 0 or not lines:
@@ -120,7 +130,7 @@ def report(run: dict[str, Any]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=1, help="measured runs after the warm-up")
+    parser.add_argument("--runs", type=int, default=1, help="measured rounds after the warm-up")
     parser.add_argument("--child", metavar="STORAGE", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -129,15 +139,24 @@ def main() -> None:
     storage = tempfile.mkdtemp(prefix="ultron-first-trial-")
     warm = _child(storage)
     print(f"warm-up run (may build the environment): whole job {warm['wall_s']:.2f} s")
-    runs = [_child(storage) for _ in range(args.runs)]
-    for index, run in enumerate(runs, 1):
-        print(f"\nmeasured run {index} ({os.cpu_count()} CPU cores)")
-        report(run)
-    best = min(runs, key=lambda r: r["first_score_s"])
-    print(
-        f"\nbest of {len(runs)}: first trial {best['first_score_s']:.2f} s, "
-        f"whole job {best['wall_s']:.2f} s"
-    )
+    runs, baseline = [], []
+    for index in range(1, args.runs + 1):  # interleaved: both see the same load
+        runs.append(_child(storage))
+        baseline.append(_child(storage, spawn=True))
+        for name, run in (("forked workers", runs[-1]), ("baseline, spawned", baseline[-1])):
+            print(f"\nround {index}, {name} ({os.cpu_count()} CPU cores)")
+            report(run)
+    print(f"\nover {args.runs} round(s): {'':<20}{'best':>8}{'median':>8}   whole job (median)")
+    for name, measured in (("ultron (forked workers)", runs), ("baseline (spawned)", baseline)):
+        first = sorted(r["first_score_s"] for r in measured)
+        wall = sorted(r["wall_s"] for r in measured)
+        print(
+            f"{name:<36}{first[0]:>8.2f}{first[len(first) // 2]:>8.2f}   "
+            f"{wall[len(wall) // 2]:.2f} s"
+        )
+    pairs = zip(runs, baseline, strict=True)
+    ratios = sorted(r["first_score_s"] / b["first_score_s"] for r, b in pairs)
+    print(f"time to first trial, ultron / baseline: median x{ratios[len(ratios) // 2]:.2f}")
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ from ultron.master.cancel import CANCEL, handling_signals, watching_requests
 from ultron.master.job_state import JobState, JobStatus, JobStore
 from ultron.master.resume import check_or_store_spec
 from ultron.master.strategy import build_stopper, build_strategy
+from ultron.services.cluster import warm_local_workers
 from ultron.services.paths import check_job_id, new_job_id, ultron_home
 from ultron.services.reachability import check_storage
 from ultron.services.redis_client import connect
@@ -65,6 +66,7 @@ def hpo_job(spec: JobSpec, job_id: str | None = None) -> dict[str, Any] | State:
     install_redaction(raw)  # before anything can log the spec's passwords
     job = load_spec(raw)  # every problem is reported before any compute is spent
     job_id = check_job_id(job_id) if job_id is not None else _stable_job_id(job.name)
+    warm_local_workers(job)  # a run from a deployment: its imports overlap Redis and containerize
     if job.code_is_remote:  # the containerizer fetches it into ULTRON_HOME, by content hash
         job = fetched(job)
     # Over Prefect's own SIGTERM handler, which would raise wherever the flow happens to be.

@@ -65,6 +65,8 @@ class UltronSettings(BaseSettings):
         prefect_idle_s: seconds the shared Prefect server waits for a job before it stops.
         prefect_start_timeout_s: seconds the shared Prefect server may take to start.
         redis_retry_s: seconds Redis clients retry through an outage.
+        spawn_workers: local workers start in fresh interpreters, not from the warm
+            forkserver (a benchmark's baseline).
 
     Example:
         >>> UltronSettings(dask_address="tcp://scheduler:8786").dask_address
@@ -170,6 +172,15 @@ class UltronSettings(BaseSettings):
         description="Seconds Redis clients retry through a Redis outage before failing.",
         rule="it must be a number of seconds, 0 or more",
         example="120",
+    )
+
+    spawn_workers: bool = _field(
+        False,
+        description="Start each local Dask worker in a fresh interpreter instead of forking it "
+        "from a forkserver that imported Dask and ultron once (the baseline of "
+        "benchmarks/first_trial.py).",
+        rule="it must be a boolean",
+        example="1",
     )
 
     @field_validator("home")

@@ -50,6 +50,7 @@ def test_the_environment_overrides_and_is_read_on_every_call(
         "ULTRON_LEASE_TTL": "6",
         "ULTRON_MAX_UNITS": "8",
         "ULTRON_REDIS_RETRY_S": "0.5",
+        "ULTRON_SPAWN_WORKERS": "1",
     }
     for name, value in values.items():
         clean_env.setenv(name, value)
@@ -57,7 +58,7 @@ def test_the_environment_overrides_and_is_read_on_every_call(
     assert now.home == tmp_path / "elsewhere"
     assert now.dask_address == "tcp://scheduler:8786"
     assert now.data_service == {"dispatcher": "grpc://h:1"}
-    assert now.fresh_trial_process is True
+    assert now.fresh_trial_process is True and now.spawn_workers is True
     assert (now.lease_ttl, now.max_units, now.redis_retry_s) == (6.0, 8, 0.5)
     clean_env.setenv("ULTRON_MAX_UNITS", "3")
     clean_env.setenv("ULTRON_DASK_ADDRESS", "")  # empty counts as unset

@@ -21,12 +21,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ultron.errors import ConfigIssue, SpecError
+from ultron.services import forkserver
 from ultron.services.gpus import local_gpu_cluster
 from ultron.settings import settings
 from ultron.spec.cluster import AddressCluster
 from ultron.spec.job import JobSpec
 
-__all__ = ["ClusterHandle", "check_scheduler", "start_cluster"]
+__all__ = ["ClusterHandle", "check_scheduler", "start_cluster", "warm_local_workers"]
 
 logger = logging.getLogger(__name__)
 
@@ -99,6 +100,15 @@ def start_cluster(spec: JobSpec, job_id: str = "ultron") -> ClusterHandle:
     return _client_of(cluster, resources)
 
 
+def warm_local_workers(spec: JobSpec) -> None:
+    """When ``spec``'s trials run on the local cluster, start the forkserver its workers fork
+    from (:mod:`ultron.services.forkserver`; not with ``ULTRON_SPAWN_WORKERS=1``): call it as
+    early as the job starts."""
+    here = settings()
+    if spec.cluster.type == "local" and not here.dask_address and not here.spawn_workers:
+        forkserver.start()
+
+
 def _client_of(cluster: Any, resources: dict[str, float]) -> ClusterHandle:
     """A client of a cluster we started; the cluster is closed if no client can be made."""
     from distributed import Client
@@ -115,16 +125,17 @@ def _local_cluster(spec: JobSpec) -> Any:
     from distributed import LocalCluster
 
     memory_limit = _memory_limit(spec.resources.memory)
-    if spec.resources.gpu:
-        return local_gpu_cluster(spec, memory_limit)
-    return LocalCluster(
-        n_workers=spec.parallelism,
-        threads_per_worker=1,
-        processes=True,
-        memory_limit=memory_limit,
-        dashboard_address=":0",
-        silence_logs=logging.WARNING,
-    )
+    with forkserver.worker_start_method():
+        if spec.resources.gpu:
+            return local_gpu_cluster(spec, memory_limit)
+        return LocalCluster(
+            n_workers=spec.parallelism,
+            threads_per_worker=1,
+            processes=True,
+            memory_limit=memory_limit,
+            dashboard_address=":0",
+            silence_logs=logging.WARNING,
+        )
 
 
 def _tell_fail_fast(client: Any) -> None:
