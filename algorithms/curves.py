@@ -19,7 +19,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import OptimizeWarning, curve_fit
 
 __all__ = ["FAMILIES", "CurveFamily", "CurvePrediction", "extrapolate", "reach_from_references"]
 
@@ -93,6 +92,10 @@ class CurvePrediction:
 
 
 def _fit(family: CurveFamily, x: Array, y: Array, p0: Sequence[float] | Array) -> Array | None:
+    # Imported here: scipy takes 0.3-0.5 s to import, which every job would pay at its start
+    # (the stoppers package imports POP) though only POP fits curves.
+    from scipy.optimize import OptimizeWarning, curve_fit
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", OptimizeWarning)
         warnings.simplefilter("ignore", RuntimeWarning)
