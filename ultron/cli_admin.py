@@ -97,6 +97,12 @@ def _limiter(redis_url: str | None) -> Iterator[ResourceLimiter]:
         yield ResourceLimiter(client, max_units=max_units)
 
 
+def _units(value: float) -> str:
+    """Units as a person reads them: ``3``, ``0.75``; a sum of fractions shows no float noise
+    (0.1 + 0.2 is ``0.3``)."""
+    return format(round(value, 9), ".12g")
+
+
 def _when(since: float) -> str:
     stamp = datetime.fromtimestamp(since, UTC).strftime("%Y-%m-%d %H:%M:%S")
     return f"{stamp} UTC ({max(0.0, time.time() - since):.0f}s ago)"
@@ -122,7 +128,7 @@ def show(redis_url: RedisUrl = None) -> None:
             _fail(exc)
         stored = limiter.client.exists(keys.limiter("max_units")) > 0
         holders, waiters = limiter.holders().values(), limiter.waiters()
-    in_use = sum(h.units for h in holders)
+    in_use = _units(sum(h.units for h in holders))
     origin = "set in Redis" if stored else "the default, ULTRON_MAX_UNITS"
     _out().print(
         f"global: max_units {limiter.max_units} ({origin}); {in_use} in use; "
@@ -138,7 +144,7 @@ def show(redis_url: RedisUrl = None) -> None:
         table.add_row(
             escape(tenant),
             str(per_tenant.get(tenant, "none")),
-            str(sum(h.units for h in mine)),
+            _units(sum(h.units for h in mine)),
             f"{len(mine)} job(s)",
             f"{sum(w.tenant == tenant for w in waiters)} job(s)",
         )
@@ -191,19 +197,20 @@ def jobs(tenant: TenantOption = None, redis_url: RedisUrl = None) -> None:
         best = f"{job.metric} {job.best_score:.6g}" if job.best_score is not None else "-"
         held = holders.get(job.job_id)
         state = f"{job.status} (holding)" if held and job.status == "running" else job.status
-        units = str(held.units) if held else "-"
+        units = _units(held.units) if held else "-"
         cells = [job.job_id, job.tenant, state, units, best]
         rows[job.job_id] = (job.updated, cells)
     for job_id, lease in holders.items():
+        held_units = _units(lease.units)
         if job_id not in rows:
-            rows[job_id] = (lease.since, [job_id, lease.tenant, "holding", str(lease.units), "-"])
+            rows[job_id] = (lease.since, [job_id, lease.tenant, "holding", held_units, "-"])
         else:
-            rows[job_id][1][-2] = str(lease.units)
+            rows[job_id][1][-2] = held_units
     places: dict[str, int] = {}
     for waiting in waiters:
         places[waiting.tenant] = places.get(waiting.tenant, 0) + 1
         state = f"waiting (#{places[waiting.tenant]} of its tenant)"
-        units = str(waiting.units)
+        units = _units(waiting.units)
         rows[waiting.job_id] = (waiting.since, [waiting.job_id, waiting.tenant, state, units, "-"])
     shown = [
         (since, cells)

@@ -95,6 +95,22 @@ def test_a_bad_stored_limit_is_named(own_redis: str) -> None:
     assert "Traceback" not in result.output
 
 
+def test_fractional_units_show_as_a_person_reads_them(own_redis: str) -> None:
+    """GPU trials hold fractions of units (``resources.gpu: 0.1`` at parallelism 1): their sums
+    show no float noise (0.1 + 0.2 is not 0.30000000000000004)."""
+    team = _limiter(own_redis, "team-a")
+    assert team.acquire("job-tenth", 0.1) is not None
+    assert team.acquire("job-fifth", 0.2) is not None
+    shown = _ultron("limits", "--redis-url", own_redis).output
+    assert "0.3 in use" in shown, shown
+    row = next(line for line in shown.splitlines() if "team-a" in line)
+    assert [cell.strip() for cell in row.split("│")[1:-1]][2] == "0.3"
+    listed = _ultron("jobs", "--redis-url", own_redis).output
+    rows = {line.split("│")[1].strip(): line for line in listed.splitlines() if "job-" in line}
+    assert " 0.1 " in rows["job-tenth"] and " 0.2 " in rows["job-fifth"], listed
+    assert "0000" not in shown + listed
+
+
 def test_jobs_shows_holders_and_waiters_with_tenant_units_and_since(own_redis: str) -> None:
     empty = _ultron("jobs", "--redis-url", own_redis)
     assert empty.exit_code == 0 and "no job is known to this Redis" in empty.output
