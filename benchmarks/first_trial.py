@@ -20,6 +20,7 @@ and their ratio.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import importlib
 import json
@@ -29,6 +30,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +104,7 @@ def measure(storage: str) -> dict[str, Any]:
     }
     called = time.time()
     _instrument(spans)  # imports ultron.api, as ultron.run would
+    methods = _record_start_methods()
     result = ultron.run(spec)
     ended = time.time()
     first_score = float(Path(stamp).read_text().split()[0])
@@ -110,8 +113,26 @@ def measure(storage: str) -> dict[str, Any]:
         "first_score_s": first_score - called,
         "wall_s": ended - called,
         "status": result.status,
+        "workers": "+".join(methods) or "?",  # how the cluster started them: forkserver, spawn
         "phases": [(name, start - called, end - called) for name, start, end in spans],
     }
+
+
+def _record_start_methods() -> list[str]:
+    """The start method of each local cluster's workers, as the job chooses it."""
+    from ultron.services import forkserver
+
+    methods: list[str] = []
+    choose = forkserver.worker_start_method
+
+    @contextlib.contextmanager
+    def recorded() -> Iterator[str]:
+        with choose() as method:
+            methods.append(method)
+            yield method
+
+    forkserver.worker_start_method = recorded
+    return methods
 
 
 def _child(storage: str, *, spawn: bool = False) -> dict[str, Any]:
@@ -141,6 +162,7 @@ def report(run: dict[str, Any]) -> None:
     for name, start, end in sorted(run["phases"], key=lambda p: p[1]):
         print(f"{name:<22}{start:>9.2f}{end:>9.2f}{end - start:>9.2f}")
     print(
+        f"workers started by {run['workers']}; "
         f"time to first trial: {run['first_score_s']:.2f} s   whole job: {run['wall_s']:.2f} s   "
         f"(importing ultron before the call: {run['import_s']:.2f} s)"
     )

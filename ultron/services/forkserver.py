@@ -7,24 +7,35 @@ forkserver that imported both once forks each worker in milliseconds (0.2 s for 
 0.02 s for the first task: ``benchmarks/first_trial.py``).
 
 :func:`start` launches the forkserver as a job starts (``ultron.run``, the CLI, the flow); its
-imports run in the background while Prefect starts the flow. :func:`worker_start_method` then
-makes the local cluster fork its workers from it, but only while that is exactly what a fresh
-worker would be: a forked worker inherits the forkserver's environment, so when this process's
-``os.environ`` differs in any way from the one the forkserver started with, workers are spawned
-as before. The forkserver runs no user code and ends with this process.
+imports run in the background while the job's process imports Prefect and starts the flow.
+:func:`worker_start_method` then makes the local cluster fork its workers from it, but only
+while that gives the workers what a spawned worker would have. A forked worker inherits the
+forkserver's process state from when it started, not the job's now:
+
+- the environment: the forkserver starts with the variables Dask's nanny sets in every worker
+  (``OMP_NUM_THREADS=1``, ``MALLOC_TRIM_THRESHOLD_``, ``PYTHONHASHSEED``, ...), set in this
+  process first as the nanny would set them a moment later; any other change since makes the
+  next cluster spawn its workers;
+- the umask, resource limits, CPU affinity and niceness: a change since also means spawning;
+- SIGINT: blocked in the forkserver, so its workers ignore Ctrl-C like the workers a job
+  starts inside :func:`ultron.master.cancel.handling_signals` (only the job's process hears it).
+
+The working directory and ``sys.path`` travel with each worker's start, as with ``spawn``. The
+forkserver runs no user code and ends with this process.
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib
 import logging
 import multiprocessing
 import multiprocessing.forkserver
 import os
-import sys
+import resource
+import signal
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 __all__ = ["start", "warm", "worker_start_method"]
 
@@ -34,50 +45,88 @@ logger = logging.getLogger(__name__)
 PRELOAD = ["distributed", "ultron.worker.runner"]
 
 _lock = threading.Lock()
-_environ: dict[str, str] | None = None  # os.environ when our forkserver started
+_started: dict[str, Any] | None = None  # this process's state when our forkserver started
 
 
 def start() -> None:
-    """Launch the forkserver that local workers fork from, and import ``distributed`` here in a
-    thread (the cluster's scheduler runs in this process: 0.9-1.2 s on 2 cores); returns at
-    once. Does nothing when a forkserver already runs in this process: one started by other
-    code may have another environment, so the workers are then spawned."""
-    global _environ
+    """Launch the forkserver that local workers fork from; its imports run in the background.
+    Does nothing when a forkserver already runs in this process: one started by other code
+    may have another state, so the workers are then spawned."""
+    global _started
     with _lock:
-        if _environ is not None:
+        if _started is not None:
             return
-        if "distributed" not in sys.modules:  # Python's import locks make a racing import wait
-            threading.Thread(
-                target=importlib.import_module, args=("distributed",), daemon=True
-            ).start()
         server = multiprocessing.forkserver._forkserver  # the process's one forkserver
         if getattr(server, "_forkserver_pid", None) is not None:
             return
+        from multiprocessing import resource_tracker
+
+        import distributed  # noqa: F401  (the scheduler runs here; the nanny's config below)
+
+        os.environ.update(_nanny_environ())
         multiprocessing.get_context("forkserver").set_forkserver_preload(PRELOAD)
-        environ = dict(os.environ)
+        # The tracker unblocks SIGINT in the thread that starts it: started first, it cannot.
+        resource_tracker.ensure_running()
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
             multiprocessing.forkserver.ensure_running()
         except (OSError, ValueError) as exc:  # workers are spawned: slower, never wrong
             logger.debug("no forkserver for the local workers: %s", exc)
             return
-        _environ = environ
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        _started = _process_state()
 
 
 def warm() -> bool:
-    """Whether local workers may fork from our forkserver: it runs, and its environment is this
-    process's, but for the variables each worker's nanny sets in the worker anyway."""
-    if _environ is None:
+    """Whether local workers may fork from our forkserver: it runs, and this process's state
+    is the one it started with, but for the variables each worker's nanny sets anyway."""
+    if _started is None:
         return False
-    now = dict(os.environ)
-    changed = {key for key in _environ.keys() | now.keys() if _environ.get(key) != now.get(key)}
+    now = _process_state()
+    if {k: v for k, v in now.items() if k != "environ"} != {
+        k: v for k, v in _started.items() if k != "environ"
+    }:
+        return False
+    before, after = _started["environ"], now["environ"]
+    changed = {key for key in before.keys() | after.keys() if before.get(key) != after.get(key)}
     return not changed - _set_by_nanny()
+
+
+def _process_state() -> dict[str, Any]:
+    """What a forked worker inherits from the forkserver instead of from this process."""
+    umask = os.umask(0o022)
+    os.umask(umask)
+    limits = {
+        name: resource.getrlimit(getattr(resource, name))
+        for name in dir(resource)
+        if name.startswith("RLIMIT_")
+    }
+    return {
+        "environ": dict(os.environ),
+        "umask": umask,
+        "limits": limits,
+        "affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "nice": os.getpriority(os.PRIO_PROCESS, 0),
+    }
+
+
+def _nanny_environ() -> dict[str, str]:
+    """The variables a Dask nanny sets in this process before it starts a worker (its
+    ``pre-spawn-environ``; ``PYTHONHASHSEED`` 6640 unless set), valued as the nanny does."""
+    import dask
+
+    wanted = dask.config.get("distributed.nanny.pre-spawn-environ", default=None) or {}
+    environ = {k: os.environ.get(k, str(v)) for k, v in wanted.items() if v is not None}
+    if environ.get("PYTHONHASHSEED") in (None, "0"):  # the nanny's rule, whatever is set here
+        environ["PYTHONHASHSEED"] = "6640"
+    return environ
 
 
 def _set_by_nanny() -> set[str]:
     """Variables a Dask nanny sets in its worker as the worker starts (and in this process, as
-    it starts the first), and two Dask sets here that do not change what a worker computes:
-    ``PYTHONHASHSEED`` (forked workers share the forkserver's seed as spawned ones share the
-    nanny's) and ``__DASK_PARENT_PID`` (it only lets children retitle their processes)."""
+    it starts the first), and one Dask sets here that does not change what a worker computes:
+    ``__DASK_PARENT_PID`` (it only lets children retitle their processes)."""
     import dask
 
     names = {"PYTHONHASHSEED", "__DASK_PARENT_PID"}
