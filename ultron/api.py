@@ -15,7 +15,7 @@ from ultron.errors import JobCancelledError, UltronError
 from ultron.master.cancel import CANCEL, handling_signals
 from ultron.master.results import HPOResult
 from ultron.master.strategy import check_options
-from ultron.services.cluster import check_scheduler, warm_local_workers
+from ultron.services.cluster import check_scheduler, stop_warm_workers, warm_local_workers
 from ultron.services.gpus import check_local_gpus
 from ultron.services.paths import check_job_id, new_job_id
 from ultron.services.reachability import check_redis, check_storage
@@ -78,7 +78,6 @@ def run(
         job = load_spec({**job.model_dump(mode="json"), **overrides}, check_code=True)
     job_id = check_job_id(job_id) if job_id is not None else new_job_id(job.name)
     preflight(job)
-    warm_local_workers(job)  # the workers' imports overlap Prefect's start of the flow
     if not _one_job.acquire(blocking=False):
         raise UltronError(
             "ultron.run is running another job in this process; one process runs one job at "
@@ -86,8 +85,10 @@ def run(
             "jobs side by side in separate processes (ultron run, or one process per job)"
         )
     try:
+        warm_local_workers(job)  # the workers' imports overlap Prefect's start of the flow
         return _run_flow(job, job_id)
     finally:
+        stop_warm_workers()
         _one_job.release()
 
 

@@ -27,7 +27,13 @@ from ultron.settings import settings
 from ultron.spec.cluster import AddressCluster
 from ultron.spec.job import JobSpec
 
-__all__ = ["ClusterHandle", "check_scheduler", "start_cluster", "warm_local_workers"]
+__all__ = [
+    "ClusterHandle",
+    "check_scheduler",
+    "start_cluster",
+    "stop_warm_workers",
+    "warm_local_workers",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -107,6 +113,11 @@ def warm_local_workers(spec: JobSpec) -> None:
     here = settings()
     if spec.cluster.type == "local" and not here.dask_address and not here.spawn_workers:
         forkserver.start()
+
+
+def stop_warm_workers() -> None:
+    """As a job ends: stop the forkserver :func:`warm_local_workers` started, if any."""
+    forkserver.stop()
 
 
 def _client_of(cluster: Any, resources: dict[str, float]) -> ClusterHandle:

@@ -21,7 +21,7 @@ forkserver's process state from when it started, not the job's now:
   starts inside :func:`ultron.master.cancel.handling_signals` (only the job's process hears it).
 
 The working directory and ``sys.path`` travel with each worker's start, as with ``spawn``. The
-forkserver runs no user code and ends with this process.
+forkserver runs no user code; :func:`stop` ends it with the job (``ultron.run``).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["start", "warm", "worker_start_method"]
+__all__ = ["start", "stop", "warm", "worker_start_method"]
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +76,22 @@ def start() -> None:
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         _started = _process_state()
+
+
+def stop() -> None:
+    """Stop our forkserver as the job ends: an idle one would hold its memory in a long-lived
+    process (a notebook), and nothing else this process starts should fork from it. Workers
+    already forked are not touched. The next job starts a forkserver of its own."""
+    global _started
+    with _lock:
+        if _started is None:
+            return
+        _started = None
+        # CPython's own way to stop it (closing its "alive" pipe, then waiting for it).
+        stop_server = getattr(multiprocessing.forkserver._forkserver, "_stop", None)
+        if stop_server is not None:
+            with contextlib.suppress(OSError):
+                stop_server()
 
 
 def warm() -> bool:

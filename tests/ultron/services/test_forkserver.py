@@ -27,7 +27,7 @@ SCRIPT = textwrap.dedent(
     """
     import json, multiprocessing.forkserver, os, signal, sys
 
-    from ultron.services.cluster import start_cluster, warm_local_workers
+    from ultron.services.cluster import start_cluster, stop_warm_workers, warm_local_workers
     from ultron.spec.loader import load_spec
 
     def workers(spec):
@@ -64,7 +64,16 @@ SCRIPT = textwrap.dedent(
         os.umask(0o022)
         os.environ["ULTRON_TEST_PROBE"] = "after"  # the forkserver has "before"
         rounds["changed"] = workers(spec)
-        print(json.dumps({"master": os.getpid(), "forkserver": server, "rounds": rounds}))
+        stop_warm_workers()  # as a job ends; the next job starts a forkserver of its own
+        stopped = not os.path.exists(f"/proc/{server}") if server else None
+        warm_local_workers(spec)
+        again = multiprocessing.forkserver._forkserver._forkserver_pid
+        rounds["restarted"] = workers(spec)
+        stop_warm_workers()
+        print(json.dumps({
+            "master": os.getpid(), "forkserver": server, "rounds": rounds,
+            "stopped": stopped, "second": again,
+        }))
     """
 )
 
@@ -113,11 +122,16 @@ def test_workers_fork_from_the_warm_forkserver_while_the_environment_is_the_same
     assert {w["ppid"] for w in changed} == {master}, rounds
     assert {w["probe"] for w in changed} == {"after"}, rounds
     assert not any(w["runner"] for w in changed), rounds
+    # Stopped as a job ends (its process gone); the next job's forkserver has the new state.
+    assert seen["stopped"] is True and seen["second"] not in (None, server), seen
+    restarted = rounds["restarted"]
+    assert {w["ppid"] for w in restarted} == {seen["second"]}, rounds
+    assert {w["probe"] for w in restarted} == {"after"}, rounds
 
 
 def test_the_baseline_setting_spawns_every_worker(tmp_path: Path) -> None:
     seen = _run(tmp_path, ULTRON_SPAWN_WORKERS="1")
-    assert seen["forkserver"] is None
+    assert seen["forkserver"] is None and seen["second"] is None
     for workers in seen["rounds"].values():
         assert {w["ppid"] for w in workers} == {seen["master"]}
         assert not any(w["runner"] for w in workers)
