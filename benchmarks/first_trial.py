@@ -15,6 +15,13 @@ and their ratio.
 
     python -m benchmarks.first_trial            # prints the timelines and the totals
     python -m benchmarks.first_trial --runs 3   # more measured rounds (a warm-up run first)
+
+With ``--cli``, the command instead: each round times ``ultron run job.json`` from the moment
+the command is started to the first ``score`` call and to its exit, as ultron runs it (the job
+forked from the warm runner, :mod:`ultron.runner`; the warm-up run starts the runner) and the
+baseline with ``ULTRON_WARM_RUNNER=0`` (the job in the command's own process), side by side.
+
+    python -m benchmarks.first_trial --cli --runs 5
 """
 
 from __future__ import annotations
@@ -91,17 +98,7 @@ def measure(storage: str) -> dict[str, Any]:
 
     import_s = time.time() - imported
     spans: list[tuple[str, float, float]] = []
-    stamp = os.path.join(storage, f"stamp-{uuid.uuid4().hex}")
-    spec = {
-        "name": "first-trial",
-        "code": str(HERE / "stamp_model"),
-        "model": "stamp_model:Model",
-        # A fresh stamp file per run: the score cache never answers the measured trial.
-        "search_space": {"x": {"type": "uniform", "low": 0, "high": 1}, "stamp": [stamp]},
-        "num_iterations": 1,
-        "parallelism": 1,
-        "storage": storage,
-    }
+    spec, stamp = _spec(storage)
     called = time.time()
     _instrument(spans)  # imports ultron.api, as ultron.run would
     methods = _record_start_methods()
@@ -116,6 +113,63 @@ def measure(storage: str) -> dict[str, Any]:
         "workers": "+".join(methods) or "?",  # how the cluster started them: forkserver, spawn
         "phases": [(name, start - called, end - called) for name, start, end in spans],
     }
+
+
+def _spec(storage: str) -> tuple[dict[str, Any], str]:
+    stamp = os.path.join(storage, f"stamp-{uuid.uuid4().hex}")
+    return {
+        "name": "first-trial",
+        "code": str(HERE / "stamp_model"),
+        "model": "stamp_model:Model",
+        # A fresh stamp file per run: the score cache never answers the measured trial.
+        "search_space": {"x": {"type": "uniform", "low": 0, "high": 1}, "stamp": [stamp]},
+        "num_iterations": 1,
+        "parallelism": 1,
+        "storage": storage,
+    }, stamp
+
+
+def command_run(storage: str, *, warm_runner: bool) -> dict[str, float]:
+    """Time one ``ultron run`` command of the one-trial job: first ``score`` call and exit,
+    seconds from the command's start."""
+    spec, stamp = _spec(storage)
+    path = Path(storage) / f"job-{uuid.uuid4().hex}.json"
+    path.write_text(json.dumps(spec))
+    env = dict(os.environ, ULTRON_WARM_RUNNER="1" if warm_runner else "0")
+    command = [str(Path(sys.executable).parent / "ultron"), "run", str(path)]
+    started = time.time()
+    done = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
+    ended = time.time()
+    if done.returncode != 0:
+        raise RuntimeError(f"ultron run failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    first_score = float(Path(stamp).read_text().split()[0])
+    return {"first_score_s": first_score - started, "wall_s": ended - started}
+
+
+def _commands(runs: int) -> None:
+    storage = tempfile.mkdtemp(prefix="ultron-first-trial-")
+    warm = command_run(storage, warm_runner=True)
+    print(f"warm-up command (starts the runner): first trial {warm['first_score_s']:.2f} s")
+    measured: dict[str, list[dict[str, float]]] = {"warm runner": [], "in-process": []}
+    for index in range(1, runs + 1):  # interleaved: both see the same load
+        for name in measured:
+            run = command_run(storage, warm_runner=name == "warm runner")
+            measured[name].append(run)
+            print(
+                f"round {index}, {name:<12} first trial {run['first_score_s']:.2f} s   "
+                f"whole command {run['wall_s']:.2f} s"
+            )
+    print(f"\nover {runs} round(s) ({os.cpu_count()} CPU cores): best / median")
+    for name, values in measured.items():
+        first = sorted(r["first_score_s"] for r in values)
+        wall = sorted(r["wall_s"] for r in values)
+        print(
+            f"{'ultron run, ' + name:<28} first trial {first[0]:.2f} / {first[len(first) // 2]:.2f}"
+            f" s   whole command {wall[0]:.2f} / {wall[len(wall) // 2]:.2f} s"
+        )
+    pairs = zip(measured["warm runner"], measured["in-process"], strict=True)
+    ratios = sorted(r["first_score_s"] / b["first_score_s"] for r, b in pairs)
+    print(f"time to first trial, warm runner / in-process: median x{ratios[len(ratios) // 2]:.2f}")
 
 
 def _record_start_methods() -> list[str]:
@@ -172,9 +226,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=1, help="measured rounds after the warm-up")
     parser.add_argument("--child", metavar="STORAGE", help=argparse.SUPPRESS)
+    parser.add_argument("--cli", action="store_true", help="time the ultron run command")
     args = parser.parse_args()
     if args.child:
         print(json.dumps(measure(args.child)))
+        return
+    if args.cli:
+        _commands(args.runs)
         return
     storage = tempfile.mkdtemp(prefix="ultron-first-trial-")
     warm = _child(storage)

@@ -22,6 +22,12 @@ forkserver's process state from when it started, not the job's now:
 
 The working directory and ``sys.path`` travel with each worker's start, as with ``spawn``. The
 forkserver runs no user code; :func:`stop` ends it with the job (``ultron.run``).
+
+In a job forked from the warm runner (:mod:`ultron.runner`, which calls :func:`fork_here`),
+the forkserver is the job's process forked rather than a fresh interpreter that imports
+:data:`PRELOAD` again: it answers at once instead of a second later, with the same modules, and
+keeps only the file descriptors a fresh one would get. Only there: another process (a notebook,
+a test runner) may hold threads and state no worker should inherit.
 """
 
 from __future__ import annotations
@@ -33,11 +39,12 @@ import multiprocessing.forkserver
 import os
 import resource
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["start", "stop", "warm", "worker_start_method"]
+__all__ = ["fork_here", "start", "stop", "warm", "worker_start_method"]
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +53,14 @@ PRELOAD = ["distributed", "ultron.worker.runner"]
 
 _lock = threading.Lock()
 _started: dict[str, Any] | None = None  # this process's state when our forkserver started
+_fork_here = False  # the forkserver may be this process forked (a job of the warm runner)
+
+
+def fork_here() -> None:
+    """Let :func:`start` fork this process as the forkserver once it imported :data:`PRELOAD`
+    (the warm runner's jobs: they imported it before any thread or connection existed)."""
+    global _fork_here
+    _fork_here = True
 
 
 def start() -> None:
@@ -69,13 +84,57 @@ def start() -> None:
         resource_tracker.ensure_running()
         mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
-            multiprocessing.forkserver.ensure_running()
+            if not _fork_server(server):
+                multiprocessing.forkserver.ensure_running()
         except (OSError, ValueError) as exc:  # workers are spawned: slower, never wrong
             logger.debug("no forkserver for the local workers: %s", exc)
             return
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         _started = _process_state()
+
+
+def _fork_server(server: Any) -> bool:
+    """Start ``server`` as a fork of this process when it imported :data:`PRELOAD` already;
+    CPython's ``ForkServer.ensure_running`` otherwise (``False``). Python 3.11 to 3.13's
+    protocol: a listening socket and an "alive" pipe, as ``ensure_running`` sets them up."""
+    if not _fork_here or sys.version_info >= (3, 14):
+        return False
+    if not all(name in sys.modules for name in PRELOAD):
+        return False
+    if hasattr(server, "_forkserver_authkey"):  # a newer protocol than the one below
+        return False
+    import socket
+    from multiprocessing import connection, util
+
+    with server._lock, socket.socket(socket.AF_UNIX) as listener:
+        address = connection.arbitrary_address("AF_UNIX")  # type: ignore[attr-defined]
+        listener.bind(address)
+        if not util.is_abstract_socket_namespace(address):
+            os.chmod(address, 0o600)
+        listener.listen()
+        alive_r, alive_w = os.pipe()
+        try:
+            pid = os.fork()
+        except OSError:
+            os.close(alive_r)
+            os.close(alive_w)
+            raise
+        if pid == 0:  # the forkserver: the descriptors a spawned one gets, then its loop
+            code = 1
+            try:
+                keep = sorted({0, 1, 2, listener.fileno(), alive_r})
+                for low, high in zip(keep, [*keep[1:], os.sysconf("SC_OPEN_MAX")], strict=True):
+                    os.closerange(low + 1, high)
+                multiprocessing.forkserver.main(listener.fileno(), alive_r, [])
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(alive_r)
+        server._forkserver_address = address
+        server._forkserver_alive_fd = alive_w
+        server._forkserver_pid = pid
+    return True
 
 
 def stop() -> None:

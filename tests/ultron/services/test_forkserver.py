@@ -168,7 +168,9 @@ def test_a_job_runs_its_trials_on_workers_forked_from_the_forkserver(
     (tmp_path / "job.yaml").write_text(json.dumps(spec))
     calls = tmp_path / "calls.jsonl"
     env = {k: v for k, v in os.environ.items() if k != "ULTRON_DASK_ADDRESS"}
-    env.update(TOY_CALLS_FILE=str(calls), ULTRON_HOME=str(ultron_home))
+    # In the command's own process, which starts a fresh forkserver; a job of the warm runner
+    # forks its forkserver from itself (tests/ultron/test_runner.py).
+    env.update(TOY_CALLS_FILE=str(calls), ULTRON_HOME=str(ultron_home), ULTRON_WARM_RUNNER="0")
     ultron = str(Path(sys.executable).with_name("ultron"))
     with subprocess.Popen(
         [ultron, "run", str(tmp_path / "job.yaml"), "--job-id", "forked-1"],

@@ -1,0 +1,466 @@
+"""A warm job runner: ``ultron run`` forks each job from a process that imported ultron once.
+
+Before a job's first trial can start, its process imports Prefect, Dask and ultron's master
+(about 3 s on 2 cores: most of the time to the first trial). The ``ultron`` command therefore
+hands ``ultron run`` to a runner that imported them already and forks one process per job
+from it, the way Gradle's daemon or a multiprocessing forkserver does:
+
+- the first ``ultron run`` starts the runner (its own session; socket, lock and log in
+  ``$XDG_RUNTIME_DIR/ultron-runner/<key>.*``, else ``/tmp/ultron-runner-<uid>/``) and waits
+  until it answers; later ones find it;
+- the command sends its arguments, working directory, environment, umask and ``sys.path``,
+  and passes its stdin, stdout and stderr (``SCM_RIGHTS``); the runner forks, and the child
+  takes all of them on and runs the CLI exactly as the command would have;
+- the command forwards SIGINT, SIGTERM, SIGHUP and SIGQUIT to the child (Ctrl-C cancels the
+  job as before) and exits with the child's status; if the command dies, the child is killed
+  (``SIGKILL``), as the job's process would have been;
+- a runner serves only commands with its interpreter, ``sys.path`` and environment (its
+  ``<key>`` is their digest; the shell's ``PWD``, ``OLDPWD``, ``SHLVL`` and ``_`` do not
+  count), and only its own user (``SO_PEERCRED``); it refuses, and exits, once a module it
+  imported or a Prefect or Dask configuration file changed on disk (the command then runs the
+  job in its own process): a job never runs code older than what is installed;
+- it stops once no job ran for ``ULTRON_RUNNER_IDLE_S`` seconds (600).
+
+``ULTRON_WARM_RUNNER=0`` runs every job in the command's own process; so does any failure to
+reach a runner (another operating system than Linux, a socket path too long, a runner that
+does not start in time). :func:`ultron.run` from Python always runs in the calling process.
+This module's top level imports only the standard library: the command reaches the runner
+before importing anything else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import select
+import signal
+import socket
+import stat
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, NoReturn
+
+__all__ = ["delegate", "main", "serve"]
+
+# What the runner imports before it answers: every module a job's process needs up to its
+# first trial, but no module that reads the terminal as it is imported (the CLI's consoles).
+PRELOAD = (
+    "typer",
+    "rich.console",
+    "rich.markup",
+    "rich.progress",
+    "rich.table",
+    "prefect",
+    "prefect.states",
+    "distributed",
+    "ultron.api",
+    "ultron.flows.hpo_job",
+    "ultron.master.progress",
+    "ultron.services.prefect_share",
+    "ultron.services.forkserver",
+    "ultron.spec.loader",
+    "ultron.worker.runner",  # with distributed: the job's forkserver is a fork of the job
+)
+# Variables a shell changes from one command to the next, read by nothing the runner imports.
+_VOLATILE = frozenset({"PWD", "OLDPWD", "SHLVL", "_"})
+_FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+_START_TIMEOUT_S = 60.0
+_SOCKET_PATH_MAX = 100  # sun_path holds 108 bytes on Linux
+_HEADER = struct.Struct("!Q")
+
+
+def _wanted(environ: dict[str, str]) -> bool:
+    # pydantic's true values; anything else runs here, where the settings explain the error.
+    value = environ.get("ULTRON_WARM_RUNNER", "1").strip().lower()
+    return value in {"1", "true", "yes", "on", "t", "y"} and sys.platform == "linux"
+
+
+def _folder(environ: dict[str, str]) -> Path | None:
+    """The runners' folder: ``$XDG_RUNTIME_DIR/ultron-runner``, else ``ultron-runner-<uid>`` in
+    the temporary folder; ``None`` unless it is a real folder of this user that no one else may
+    enter. Not ``ULTRON_HOME``: a command refused for bad input writes nothing there."""
+    base = environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
+    suffix = "" if environ.get("XDG_RUNTIME_DIR") else f"-{os.getuid()}"
+    folder = Path(base) / f"ultron-runner{suffix}"
+    with contextlib.suppress(FileExistsError):
+        folder.mkdir(mode=0o700)
+    info = folder.lstat()
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+        return None
+    return folder
+
+
+def _key(environ: dict[str, str], path: list[str]) -> str:
+    env = {k: v for k, v in environ.items() if k not in _VOLATILE}
+    text = json.dumps({"python": sys.executable, "path": path, "env": env}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def main() -> None:
+    """The ``ultron`` command: ``ultron run`` through the warm runner, the rest as the CLI."""
+    argv = sys.argv[1:]
+    if argv[:1] == ["run"] and not {"--help", "-h"} & set(argv):
+        code = delegate(argv)
+        if code is not None:
+            _exit_like(code)
+    from ultron.cli import app
+
+    app(prog_name="ultron")
+
+
+def _exit_like(code: int) -> NoReturn:
+    """Exit as the child did: its exit code, or killed by the same signal."""
+    if code < 0:
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+        time.sleep(1)
+        code = 128 - code
+    sys.stdout.flush()
+    os._exit(code)
+
+
+def delegate(argv: list[str]) -> int | None:
+    """Run ``ultron <argv>`` in a process forked from the warm runner; its exit status
+    (negative: the signal that killed it), or ``None`` when no runner can take it (run it
+    here then)."""
+    environ = dict(os.environ)
+    if not _wanted(environ):
+        return None
+    path = list(sys.path)
+    key = _key(environ, path)
+    try:
+        folder = _folder(environ)
+        if folder is None or len(os.fsencode(folder / f"{key}.sock")) > _SOCKET_PATH_MAX:
+            return None
+        address = folder / f"{key}.sock"
+        connection = _connect(address) or _start(folder, key, path, address)
+    except OSError:
+        return None
+    if connection is None:
+        return None
+    with connection:
+        request = {
+            "argv": argv,
+            "cwd": os.getcwd(),
+            "env": environ,
+            "umask": _umask(),
+            "path": path,
+            "key": key,
+        }
+        payload = json.dumps(request).encode()
+        try:
+            socket.send_fds(connection, [_HEADER.pack(len(payload)) + payload], [0, 1, 2])
+            return _follow(connection)
+        except (OSError, ValueError):
+            return None
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _connect(address: Path) -> socket.socket | None:
+    connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        connection.connect(os.fspath(address))
+    except OSError:
+        connection.close()
+        return None
+    return connection
+
+
+def _start(folder: Path, key: str, path: list[str], address: Path) -> socket.socket | None:
+    """Start a runner for ``key`` unless one holds its lock (starting, or about to stop), and
+    connect once it answers."""
+    lock = folder / f"{key}.lock"
+    code = f"from ultron.runner import serve; serve({key!r}, {path!r})"
+    deadline = time.monotonic() + _START_TIMEOUT_S
+    starts = 0
+    while time.monotonic() < deadline:
+        connection = _connect(address)
+        if connection is not None:
+            return connection
+        if not _held(lock):
+            if starts == 2:
+                return None  # two runners did not start: run here
+            starts += 1
+            with open(folder / f"{key}.log", "ab") as log:
+                subprocess.Popen(
+                    [sys.executable, "-c", code],
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=log,
+                    start_new_session=True,
+                    close_fds=True,
+                )
+            time.sleep(0.2)  # the runner takes its lock as it starts
+        time.sleep(0.02)
+    return None
+
+
+def _held(lock: Path) -> bool:
+    """Whether a runner holds ``lock`` (it does from its start to its end)."""
+    with open(lock, "a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        return False
+
+
+def _follow(connection: socket.socket) -> int | None:
+    """Forward signals to the job's process until the runner says how it ended."""
+    child: list[int] = []
+    pending: list[int] = []
+
+    def forward(number: int, _frame: Any) -> None:
+        if child:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child[0], number)
+        else:
+            pending.append(number)
+
+    previous = {number: signal.signal(number, forward) for number in _FORWARDED}
+    try:
+        reader = connection.makefile("r", encoding="utf-8")
+        with contextlib.suppress(OSError):
+            for line in reader:
+                word, _, value = line.strip().partition(" ")
+                if word == "refused":
+                    return None
+                if word == "pid":
+                    child.append(int(value))
+                    for number in pending:
+                        forward(number, None)
+                elif word == "exit":
+                    return int(value)
+        # The runner went away: before the fork, the job is run here; after it, never twice.
+        return 1 if child else None
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+# --- the runner ------------------------------------------------------------------------------
+
+
+def serve(key: str, path: list[str]) -> None:
+    """The runner's process: import, then fork a child per command until idle."""
+    sys.path[:] = path
+    folder = _folder(dict(os.environ))
+    if folder is None:
+        return
+    lock = open(folder / f"{key}.lock", "a")  # noqa: SIM115  (held for the process's life)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return  # another runner for the same key started first
+    import importlib
+
+    for name in PRELOAD:
+        importlib.import_module(name)
+    from ultron.settings import settings
+
+    idle_s = settings().runner_idle_s
+    files = _fingerprint()
+    address = folder / f"{key}.sock"
+    with contextlib.suppress(FileNotFoundError):
+        address.unlink()  # a runner that died; we hold the lock
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old = os.umask(0o177)
+    try:
+        listener.bind(os.fspath(address))
+    finally:
+        os.umask(old)
+    listener.listen(16)
+    children: dict[int, socket.socket] = {}
+    last = time.monotonic()
+    stale = False
+    while True:
+        _reap(children)
+        if children:
+            last = time.monotonic()
+        elif stale or time.monotonic() - last > idle_s:
+            break
+        ready, _, _ = select.select([listener], [], [], 0.2)
+        if not ready or stale:
+            continue
+        connection, _ = listener.accept()
+        last = time.monotonic()
+        try:
+            request, fds = _receive(connection)
+        except (OSError, ValueError) as exc:
+            print(f"runner: a request could not be read: {exc}", flush=True)
+            connection.close()
+            continue
+        try:
+            if _fingerprint() != files:
+                stale = True
+                address.unlink(missing_ok=True)  # the next command starts a fresh runner,
+                fcntl.flock(lock, fcntl.LOCK_UN)  # without waiting for this one's jobs
+                connection.sendall(b"refused stale\n")
+                continue
+            if request.get("key") != key:
+                connection.sendall(b"refused key\n")
+                continue
+            pid = os.fork()
+            if pid == 0:
+                lock.close()  # the lock is the runner's, not the job's
+                for other in children.values():
+                    other.close()
+                _child(listener, connection, request, fds)
+            connection.sendall(f"pid {pid}\n".encode())
+            children[pid] = connection
+            connection = None  # type: ignore[assignment]
+        finally:
+            for fd in fds:
+                os.close(fd)
+            if connection is not None:
+                connection.close()
+    with contextlib.suppress(FileNotFoundError):
+        if not stale:
+            address.unlink()
+    listener.close()
+
+
+def _receive(connection: socket.socket) -> tuple[dict[str, Any], list[int]]:
+    credentials = connection.getsockopt(
+        socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")
+    )
+    _, uid, _ = struct.unpack("3i", credentials)
+    connection.settimeout(10.0)
+    data, fds, _, _ = socket.recv_fds(connection, 1 << 20, 3)
+    if uid != os.getuid() or len(fds) != 3:
+        for fd in fds:
+            os.close(fd)
+        raise ValueError(f"refused a request from uid {uid} with {len(fds)} descriptors")
+    (size,) = _HEADER.unpack(data[: _HEADER.size])
+    body = data[_HEADER.size :]
+    while len(body) < size:
+        more = connection.recv(size - len(body))
+        if not more:
+            raise ValueError("the request ended early")
+        body += more
+    connection.settimeout(None)
+    return json.loads(body), list(fds)
+
+
+def _reap(children: dict[int, socket.socket]) -> None:
+    while children:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        connection = children.pop(pid, None)
+        if connection is not None:
+            with contextlib.suppress(OSError), connection:
+                connection.sendall(f"exit {os.waitstatus_to_exitcode(status)}\n".encode())
+
+
+def _fingerprint() -> dict[str, tuple[int, int]]:
+    """Size and modification time of every module file imported and of the Prefect and Dask
+    configuration files read at import: any change makes the runner stale."""
+    paths = {getattr(m, "__file__", None) for m in list(sys.modules.values())}
+    with contextlib.suppress(Exception):
+        import prefect.settings
+
+        paths.add(os.fspath(prefect.settings.get_current_settings().profiles_path))
+    with contextlib.suppress(Exception):
+        import dask.config
+
+        for folder in dask.config.paths:
+            with contextlib.suppress(OSError):
+                paths.update(str(p) for p in Path(folder).iterdir())
+    seen: dict[str, tuple[int, int]] = {}
+    for name in paths:
+        if not name:
+            continue
+        try:
+            info = os.stat(name)
+        except OSError:
+            seen[name] = (-1, -1)
+            continue
+        seen[name] = (info.st_mtime_ns, info.st_size)
+    return seen
+
+
+def _child(
+    listener: socket.socket, connection: socket.socket, request: dict[str, Any], fds: list[int]
+) -> NoReturn:
+    """The job's process: take the command's place and run the CLI; never returns."""
+    code = 1
+    try:
+        listener.close()
+        for number in (*_FORWARDED, signal.SIGCHLD):
+            signal.signal(number, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        for target, fd in enumerate(fds):
+            os.dup2(fd, target)
+            os.close(fd)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        os.umask(request["umask"])
+        sys.path[:] = request["path"]
+        sys.argv = ["ultron", *request["argv"]]
+        with contextlib.suppress(Exception):
+            sys.stdout.reconfigure(line_buffering=os.isatty(1))  # type: ignore[union-attr]
+        _watch(connection)
+        from ultron.services import forkserver
+
+        forkserver.fork_here()  # the job's workers fork from a copy of this process
+        code = _run_cli(request["argv"])
+    except BaseException:  # the child must end here, whatever happened
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
+
+
+def _watch(connection: socket.socket) -> None:
+    """Kill this process the moment the command is gone (it was the job's process)."""
+    import threading
+
+    def watch() -> None:
+        with contextlib.suppress(OSError):
+            while connection.recv(64):
+                pass
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="ultron-runner-watch", daemon=True).start()
+
+
+def _run_cli(argv: list[str]) -> int:
+    import atexit
+    import logging
+
+    from ultron.cli import app
+
+    try:
+        app(args=argv, prog_name="ultron")
+        code = 0
+    except SystemExit as exc:
+        if exc.code is None or isinstance(exc.code, int):
+            code = exc.code or 0
+        else:
+            print(exc.code, file=sys.stderr)
+            code = 1
+    atexit._run_exitfuncs()
+    logging.shutdown()
+    return code
