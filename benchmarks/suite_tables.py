@@ -230,14 +230,15 @@ def section(suite: dict[str, Any], *, command: str, subset: dict[str, Any] | Non
         f"{s.quantile:g} quantile of {s.reference} random configurations' validation "
         "accuracy after 52 epochs (per task, in the tables). Normalized regret = "
         "(best - found) / (best - median) "
-        f"of those accuracies, at the fixed budget `H = T52 * {s.budget:g} / workers`, `T52` "
+        "of those accuracies, `found` the best accuracy any trial reported by the fixed "
+        f"budget `H = T52 * {s.budget:g} / workers`, `T52` "
         "the median time of 52 epochs of a random configuration; a run goes on until the "
         "target is reached and `H` is spent, at most `2 H` (time to target `-` beyond). "
-        "See `benchmarks/lcbench_suite.py` for each method's settings. Read with care: a "
-        "trial counts when it ends (finished or stopped), as in `benchmarks/lcbench.py`; POP "
-        "is told the target and stops a trial the moment it reports it, so POP's hit counts "
-        "at once, while another method's trial that passes the target mid-way counts only "
-        "when it ends. That favours POP in time to target. At 256 workers `2 H` is half a "
+        "Time to target: the first moment any trial reported the target at the end of an "
+        "epoch, the same rule for every method (POP, told the target, stops a trial that "
+        "reports it, and gains nothing from it). "
+        "See `benchmarks/lcbench_suite.py` for each method's settings. At 256 workers `2 H` "
+        "is half a "
         "median training, so methods that train survivors to 52 epochs often show `-`.",
         "",
         *_left_out(suite),
