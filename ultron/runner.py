@@ -14,11 +14,13 @@ from it, the way Gradle's daemon or a multiprocessing forkserver does:
 - the command forwards SIGINT, SIGTERM, SIGHUP and SIGQUIT to the child (Ctrl-C cancels the
   job as before) and exits with the child's status; if the command dies, the child is killed
   (``SIGKILL``), as the job's process would have been;
-- a runner serves only commands with its interpreter, ``sys.path`` and environment (its
-  ``<key>`` is their digest; the shell's ``PWD``, ``OLDPWD``, ``SHLVL`` and ``_`` do not
-  count), and only its own user (``SO_PEERCRED``); it refuses, and exits, once a module it
-  imported or a Prefect or Dask configuration file changed on disk (the command then runs the
-  job in its own process): a job never runs code older than what is installed;
+- a runner serves only commands with its interpreter, ``sys.path``, environment and inherited
+  process state (resource limits, niceness, CPU affinity, groups, control groups: what it
+  passes on to its jobs; its ``<key>`` is their digest; the shell's ``PWD``, ``OLDPWD``,
+  ``SHLVL`` and ``_`` do not count), and only its own user (``SO_PEERCRED``); it refuses, and
+  exits, once a module it imported or a Prefect or Dask configuration file changed on disk
+  (the command then runs the job in its own process): a job never runs code older than what
+  is installed;
 - it stops once no job ran for ``ULTRON_RUNNER_IDLE_S`` seconds (600).
 
 ``ULTRON_WARM_RUNNER=0`` runs every job in the command's own process; so does any failure to
@@ -35,6 +37,7 @@ import fcntl
 import hashlib
 import json
 import os
+import resource
 import select
 import signal
 import socket
@@ -98,8 +101,30 @@ def _folder(environ: dict[str, str]) -> Path | None:
 
 
 def _key(environ: dict[str, str], path: list[str]) -> str:
+    """The digest of what a job's process inherits from whoever started it: the interpreter,
+    ``sys.path``, the environment, and the process state a runner passes on to its jobs (the
+    one it got from the command that started it: resource limits, niceness, CPU affinity,
+    groups, control groups, as under ``nice``, ``ulimit``, ``taskset`` or a SLURM step)."""
     env = {k: v for k, v in environ.items() if k not in _VOLATILE}
-    text = json.dumps({"python": sys.executable, "path": path, "env": env}, sort_keys=True)
+    limits = {
+        name: resource.getrlimit(getattr(resource, name))
+        for name in dir(resource)
+        if name.startswith("RLIMIT_")
+    }
+    cgroup = ""
+    with contextlib.suppress(OSError):
+        cgroup = Path("/proc/self/cgroup").read_text()
+    state = {
+        "python": sys.executable,
+        "path": path,
+        "env": env,
+        "limits": limits,
+        "nice": os.getpriority(os.PRIO_PROCESS, 0),
+        "affinity": sorted(os.sched_getaffinity(0)),
+        "groups": [os.getgid(), *sorted(os.getgroups())],
+        "cgroup": cgroup,
+    }
+    text = json.dumps(state, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
