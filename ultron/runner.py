@@ -333,19 +333,24 @@ def serve(key: str, path: list[str]) -> None:
                 stale = True
                 address.unlink(missing_ok=True)  # the next command starts a fresh runner,
                 fcntl.flock(lock, fcntl.LOCK_UN)  # without waiting for this one's jobs
-                connection.sendall(b"refused stale\n")
+                with contextlib.suppress(OSError):  # a command gone already runs nothing
+                    connection.sendall(b"refused stale\n")
                 continue
             if request.get("key") != key:
-                connection.sendall(b"refused key\n")
+                with contextlib.suppress(OSError):
+                    connection.sendall(b"refused key\n")
                 continue
+            sys.stdout.flush()  # nothing of the runner's own output lands on the command's
+            sys.stderr.flush()
             pid = os.fork()
             if pid == 0:
                 lock.close()  # the lock is the runner's, not the job's
                 for other in children.values():
                     other.close()
                 _child(listener, connection, request, fds)
-            connection.sendall(f"pid {pid}\n".encode())
             children[pid] = connection
+            with contextlib.suppress(OSError):  # a command gone: its job sees it and dies
+                connection.sendall(f"pid {pid}\n".encode())
             connection = None  # type: ignore[assignment]
         finally:
             for fd in fds:
