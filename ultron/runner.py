@@ -73,6 +73,8 @@ PRELOAD = (
 )
 # Variables a shell changes from one command to the next, read by nothing the runner imports.
 _VOLATILE = frozenset({"PWD", "OLDPWD", "SHLVL", "_"})
+# Read by Prefect from the working directory as it is imported (its settings sources).
+_CWD_SETTINGS = (".env", "prefect.toml", "pyproject.toml")
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 _START_TIMEOUT_S = 60.0
 _SOCKET_PATH_MAX = 100  # sun_path holds 108 bytes on Linux
@@ -104,7 +106,8 @@ def _key(environ: dict[str, str], path: list[str]) -> str:
     """The digest of what a job's process inherits from whoever started it: the interpreter,
     ``sys.path``, the environment, and the process state a runner passes on to its jobs (the
     one it got from the command that started it: resource limits, niceness, CPU affinity,
-    groups, control groups, as under ``nice``, ``ulimit``, ``taskset`` or a SLURM step)."""
+    groups, control groups, as under ``nice``, ``ulimit``, ``taskset`` or a SLURM step), and
+    the settings files Prefect reads from the working directory as it is imported."""
     env = {k: v for k, v in environ.items() if k not in _VOLATILE}
     limits = {
         name: resource.getrlimit(getattr(resource, name))
@@ -114,7 +117,12 @@ def _key(environ: dict[str, str], path: list[str]) -> str:
     cgroup = ""
     with contextlib.suppress(OSError):
         cgroup = Path("/proc/self/cgroup").read_text()
+    here = {}
+    for name in _CWD_SETTINGS:
+        with contextlib.suppress(OSError):
+            here[name] = hashlib.sha256(Path(name).read_bytes()).hexdigest()
     state = {
+        "cwd_settings": here,
         "python": sys.executable,
         "path": path,
         "env": env,
@@ -141,13 +149,17 @@ def main() -> None:
 
 
 def _exit_like(code: int) -> NoReturn:
-    """Exit as the child did: its exit code, or killed by the same signal."""
-    if code < 0:
-        signal.signal(-code, signal.SIG_DFL)
-        os.kill(os.getpid(), -code)
-        time.sleep(1)
-        code = 128 - code
+    """Exit as the child did: its exit code, or killed by the same signal (else 128 + it)."""
     sys.stdout.flush()
+    if code < 0:
+        number = -code
+        with contextlib.suppress(OSError, ValueError):  # SIGKILL's disposition is fixed
+            signal.signal(number, signal.SIG_DFL)
+        with contextlib.suppress(OSError, ValueError):
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {number})
+            os.kill(os.getpid(), number)
+            time.sleep(1)
+        code = 128 + number
     os._exit(code)
 
 
@@ -170,21 +182,41 @@ def delegate(argv: list[str]) -> int | None:
         return None
     if connection is None:
         return None
-    with connection:
-        request = {
-            "argv": argv,
-            "cwd": os.getcwd(),
-            "env": environ,
-            "umask": _umask(),
-            "path": path,
-            "key": key,
-        }
-        payload = json.dumps(request).encode()
-        try:
-            socket.send_fds(connection, [_HEADER.pack(len(payload)) + payload], [0, 1, 2])
-            return _follow(connection)
-        except (OSError, ValueError):
-            return None
+    ignored = [n for n in _FORWARDED if signal.getsignal(n) == signal.SIG_IGN]
+    child: list[int] = []
+    pending: list[int] = []
+
+    def forward(number: int, _frame: Any) -> None:
+        if child:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child[0], number)
+        else:
+            pending.append(number)
+
+    # Before the request leaves: a Ctrl-C from then on is the job's (under nohup, or in the
+    # background of a script, what this command ignores the job ignores too).
+    handled = [n for n in _FORWARDED if n not in ignored]
+    previous = {number: signal.signal(number, forward) for number in handled}
+    request = {
+        "argv": argv,
+        "cwd": os.getcwd(),
+        "env": environ,
+        "umask": _umask(),
+        "path": path,
+        "key": key,
+        "ignored": [int(n) for n in ignored],
+    }
+    payload = json.dumps(request).encode()
+    try:
+        with connection:
+            try:
+                socket.send_fds(connection, [_HEADER.pack(len(payload)) + payload], [0, 1, 2])
+            except (OSError, ValueError):
+                return None  # nothing reached the runner: run here
+            return _follow(connection, child, pending, forward)
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
 
 def _umask() -> int:
@@ -218,9 +250,15 @@ def _start(folder: Path, key: str, path: list[str], address: Path) -> socket.soc
             if starts == 2:
                 return None  # two runners did not start: run here
             starts += 1
+            # The hash seed Dask's nanny gives every worker (6640 unless one is set): the
+            # workers of a runner's jobs fork from a copy of it and keep its seed.
+            env = dict(os.environ)
+            if env.get("PYTHONHASHSEED") in (None, "", "0"):
+                env["PYTHONHASHSEED"] = "6640"
             with open(folder / f"{key}.log", "ab") as log:
                 subprocess.Popen(
                     [sys.executable, "-c", code],
+                    env=env,
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=log,
@@ -243,37 +281,25 @@ def _held(lock: Path) -> bool:
         return False
 
 
-def _follow(connection: socket.socket) -> int | None:
-    """Forward signals to the job's process until the runner says how it ended."""
-    child: list[int] = []
-    pending: list[int] = []
-
-    def forward(number: int, _frame: Any) -> None:
-        if child:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(child[0], number)
-        else:
-            pending.append(number)
-
-    previous = {number: signal.signal(number, forward) for number in _FORWARDED}
-    try:
-        reader = connection.makefile("r", encoding="utf-8")
-        with contextlib.suppress(OSError):
-            for line in reader:
-                word, _, value = line.strip().partition(" ")
-                if word == "refused":
-                    return None
-                if word == "pid":
-                    child.append(int(value))
-                    for number in pending:
-                        forward(number, None)
-                elif word == "exit":
-                    return int(value)
-        # The runner went away: before the fork, the job is run here; after it, never twice.
-        return 1 if child else None
-    finally:
-        for number, handler in previous.items():
-            signal.signal(number, handler)
+def _follow(
+    connection: socket.socket, child: list[int], pending: list[int], forward: Any
+) -> int | None:
+    """Until the job's process says how it ended (or the runner, if it was killed). The job's
+    process announces itself first, so an end of the conversation before that means no job
+    started: ``None``, run it here. After it, never: the job is not run twice."""
+    reader = connection.makefile("r", encoding="utf-8")
+    with contextlib.suppress(OSError):
+        for line in reader:
+            word, _, value = line.strip().partition(" ")
+            if word == "refused":
+                return None
+            if word == "pid":
+                child.append(int(value))
+                for number in pending:
+                    forward(number, None)
+            elif word == "exit":
+                return int(value)
+    return 1 if child else None
 
 
 # --- the runner ------------------------------------------------------------------------------
@@ -286,10 +312,15 @@ def serve(key: str, path: list[str]) -> None:
     if folder is None:
         return
     lock = open(folder / f"{key}.lock", "a")  # noqa: SIM115  (held for the process's life)
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return  # another runner for the same key started first
+    for _ in range(50):  # a command may be testing the lock this very moment
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            time.sleep(0.01)
+    else:
+        return  # another runner for the same key holds it
+    hash_seed = os.environ.get("PYTHONHASHSEED", "")  # as the command that started it set it
     import importlib
 
     for name in PRELOAD:
@@ -301,66 +332,81 @@ def serve(key: str, path: list[str]) -> None:
     address = folder / f"{key}.sock"
     with contextlib.suppress(FileNotFoundError):
         address.unlink()  # a runner that died; we hold the lock
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    bound = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     old = os.umask(0o177)
     try:
-        listener.bind(os.fspath(address))
+        bound.bind(os.fspath(address))
     finally:
         os.umask(old)
-    listener.listen(16)
+    bound.listen(16)
+    listener: socket.socket | None = bound
     children: dict[int, socket.socket] = {}
     last = time.monotonic()
-    stale = False
     while True:
         _reap(children)
         if children:
             last = time.monotonic()
-        elif stale or time.monotonic() - last > idle_s:
+        elif listener is None or time.monotonic() - last > idle_s:
             break
+        if listener is None:  # stale: only its jobs' ends are left to report
+            time.sleep(0.2)
+            continue
         ready, _, _ = select.select([listener], [], [], 0.2)
-        if not ready or stale:
+        if not ready:
             continue
         connection, _ = listener.accept()
         last = time.monotonic()
         try:
-            request, fds = _receive(connection)
-        except (OSError, ValueError) as exc:
-            print(f"runner: a request could not be read: {exc}", flush=True)
-            connection.close()
-            continue
-        try:
             if _fingerprint() != files:
-                stale = True
-                address.unlink(missing_ok=True)  # the next command starts a fresh runner,
-                fcntl.flock(lock, fcntl.LOCK_UN)  # without waiting for this one's jobs
-                with contextlib.suppress(OSError):  # a command gone already runs nothing
-                    connection.sendall(b"refused stale\n")
-                continue
-            if request.get("key") != key:
+                # Stale: the next command starts a fresh runner at once (lock and socket go
+                # now; commands waiting in the backlog are answered by the close).
                 with contextlib.suppress(OSError):
-                    connection.sendall(b"refused key\n")
+                    connection.sendall(b"refused stale\n")
+                address.unlink(missing_ok=True)
+                listener.close()
+                listener = None
+                fcntl.flock(lock, fcntl.LOCK_UN)
                 continue
-            sys.stdout.flush()  # nothing of the runner's own output lands on the command's
-            sys.stderr.flush()
-            pid = os.fork()
-            if pid == 0:
-                lock.close()  # the lock is the runner's, not the job's
-                for other in children.values():
-                    other.close()
-                _child(listener, connection, request, fds)
-            children[pid] = connection
-            with contextlib.suppress(OSError):  # a command gone: its job sees it and dies
-                connection.sendall(f"pid {pid}\n".encode())
-            connection = None  # type: ignore[assignment]
+            _serve_one(connection, listener, lock, children, key, hash_seed)
+        except Exception as exc:  # one bad request never ends the runner and its jobs
+            print(f"runner: a request failed: {type(exc).__name__}: {exc}", flush=True)
         finally:
-            for fd in fds:
-                os.close(fd)
-            if connection is not None:
+            if connection.fileno() != -1 and all(c is not connection for c in children.values()):
                 connection.close()
-    with contextlib.suppress(FileNotFoundError):
-        if not stale:
-            address.unlink()
-    listener.close()
+    if listener is not None:  # idle: gone before the interpreter's own slow exit
+        address.unlink(missing_ok=True)
+        listener.close()
+    lock.close()
+    sys.stdout.flush()
+    os._exit(0)
+
+
+def _serve_one(
+    connection: socket.socket,
+    listener: socket.socket,
+    lock: Any,
+    children: dict[int, socket.socket],
+    key: str,
+    hash_seed: str,
+) -> None:
+    request, fds = _receive(connection)
+    try:
+        if request.get("key") != key:
+            with contextlib.suppress(OSError):
+                connection.sendall(b"refused key\n")
+            return
+        sys.stdout.flush()  # nothing of the runner's own output lands on the command's
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            lock.close()  # the lock is the runner's, not the job's
+            for other in children.values():
+                other.close()
+            _child(listener, connection, request, fds, hash_seed)
+        children[pid] = connection
+    finally:
+        for fd in fds:
+            os.close(fd)
 
 
 def _receive(connection: socket.socket) -> tuple[dict[str, Any], list[int]]:
@@ -370,19 +416,25 @@ def _receive(connection: socket.socket) -> tuple[dict[str, Any], list[int]]:
     _, uid, _ = struct.unpack("3i", credentials)
     connection.settimeout(10.0)
     data, fds, _, _ = socket.recv_fds(connection, 1 << 20, 3)
-    if uid != os.getuid() or len(fds) != 3:
+    try:
+        if uid != os.getuid() or len(fds) != 3 or len(data) < _HEADER.size:
+            raise ValueError(f"refused a request from uid {uid} with {len(fds)} descriptors")
+        (size,) = _HEADER.unpack(data[: _HEADER.size])
+        body = data[_HEADER.size :]
+        while len(body) < size:
+            more = connection.recv(size - len(body))
+            if not more:
+                raise ValueError("the request ended early")
+            body += more
+        request = json.loads(body)
+        if not isinstance(request, dict):
+            raise ValueError("the request is not an object")
+    except BaseException:
         for fd in fds:
             os.close(fd)
-        raise ValueError(f"refused a request from uid {uid} with {len(fds)} descriptors")
-    (size,) = _HEADER.unpack(data[: _HEADER.size])
-    body = data[_HEADER.size :]
-    while len(body) < size:
-        more = connection.recv(size - len(body))
-        if not more:
-            raise ValueError("the request ended early")
-        body += more
+        raise
     connection.settimeout(None)
-    return json.loads(body), list(fds)
+    return request, list(fds)
 
 
 def _reap(children: dict[int, socket.socket]) -> None:
@@ -410,7 +462,8 @@ def _fingerprint() -> dict[str, tuple[int, int]]:
     with contextlib.suppress(Exception):
         import dask.config
 
-        for folder in dask.config.paths:
+        for folder in dask.config.paths:  # the folder too: a file added to it, or it made
+            paths.add(os.fspath(folder))
             with contextlib.suppress(OSError):
                 paths.update(str(p) for p in Path(folder).iterdir())
     seen: dict[str, tuple[int, int]] = {}
@@ -427,15 +480,23 @@ def _fingerprint() -> dict[str, tuple[int, int]]:
 
 
 def _child(
-    listener: socket.socket, connection: socket.socket, request: dict[str, Any], fds: list[int]
+    listener: socket.socket,
+    connection: socket.socket,
+    request: dict[str, Any],
+    fds: list[int],
+    hash_seed: str,
 ) -> NoReturn:
-    """The job's process: take the command's place and run the CLI; never returns."""
+    """The job's process: take the command's place and run the CLI; never returns. It tells
+    the command its pid first and its exit code last (the runner reports a death by signal)."""
     code = 1
     try:
         listener.close()
+        connection.sendall(f"pid {os.getpid()}\n".encode())
         for number in (*_FORWARDED, signal.SIGCHLD):
             signal.signal(number, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        for number in request.get("ignored", []):
+            signal.signal(number, signal.SIG_IGN)
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
             os.close(fd)
@@ -447,19 +508,19 @@ def _child(
         sys.argv = ["ultron", *request["argv"]]
         with contextlib.suppress(Exception):
             sys.stdout.reconfigure(line_buffering=os.isatty(1))  # type: ignore[union-attr]
+        if "numpy" in sys.modules:  # each job its own unseeded draws, as a fresh process
+            sys.modules["numpy"].random.seed()
         _watch(connection)
         from ultron.services import forkserver
 
-        forkserver.fork_here()  # the job's workers fork from a copy of this process
+        forkserver.fork_here(hash_seed)  # the job's workers fork from a copy of this process
         code = _run_cli(request["argv"])
-    except BaseException:  # the child must end here, whatever happened
-        import traceback
-
-        traceback.print_exc()
     finally:
         with contextlib.suppress(Exception):
             sys.stdout.flush()
             sys.stderr.flush()
+        with contextlib.suppress(Exception):
+            connection.sendall(f"exit {code}\n".encode())
         os._exit(code)
 
 
@@ -477,12 +538,15 @@ def _watch(connection: socket.socket) -> None:
 
 
 def _run_cli(argv: list[str]) -> int:
+    """The CLI as the command would run it, ended as an interpreter ends: exit code, an
+    uncaught exception through ``sys.excepthook``, then the ``atexit`` functions."""
     import atexit
     import logging
 
-    from ultron.cli import app
-
+    code = 1
     try:
+        from ultron.cli import app
+
         app(args=argv, prog_name="ultron")
         code = 0
     except SystemExit as exc:
@@ -490,7 +554,10 @@ def _run_cli(argv: list[str]) -> int:
             code = exc.code or 0
         else:
             print(exc.code, file=sys.stderr)
-            code = 1
-    atexit._run_exitfuncs()
-    logging.shutdown()
+    except BaseException:
+        sys.excepthook(*sys.exc_info())
+        code = 130 if isinstance(sys.exc_info()[1], KeyboardInterrupt) else 1
+    finally:
+        atexit._run_exitfuncs()
+        logging.shutdown()
     return code

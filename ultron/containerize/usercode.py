@@ -211,7 +211,7 @@ def claim_names(paths: Iterable[str | Path]) -> None:
     """
     folders = _resolved(paths)
     names = top_level_names(folders, keep=_BASE)
-    for name in [n for n in sys.modules if _owned(n, names)]:
+    for name in [n for n in sys.modules.copy() if _owned(n, names)]:
         del sys.modules[name]
     sys.meta_path.insert(0, _CodeBaseFinder(folders, names))
     sys.path.extend(folder for folder in folders if folder not in sys.path)
@@ -235,10 +235,10 @@ def user_code(paths: Iterable[str | Path]) -> Iterator[None]:
     """
     folders = _resolved(paths)
     names = top_level_names(folders)
-    set_aside = {n: m for n, m in list(sys.modules.items()) if _owned(n, names)}
+    set_aside = {n: m for n, m in sys.modules.copy().items() if _owned(n, names)}
     for name in set_aside:
         del sys.modules[name]
-    before = set(sys.modules)
+    before = set(sys.modules.copy())
     finder = _CodeBaseFinder(folders, names)
     sys.meta_path.insert(0, finder)
     importlib.invalidate_caches()
@@ -247,7 +247,7 @@ def user_code(paths: Iterable[str | Path]) -> Iterator[None]:
     finally:
         with contextlib.suppress(ValueError):
             sys.meta_path.remove(finder)
-        for name, module in list(sys.modules.items()):
+        for name, module in sys.modules.copy().items():
             if name not in before and (_owned(name, names) or _under(module, folders)):
                 del sys.modules[name]
         sys.modules.update(set_aside)

@@ -53,14 +53,16 @@ PRELOAD = ["distributed", "ultron.worker.runner"]
 
 _lock = threading.Lock()
 _started: dict[str, Any] | None = None  # this process's state when our forkserver started
-_fork_here = False  # the forkserver may be this process forked (a job of the warm runner)
+_fork_here: str | None = None  # this process's hash seed, when it may be forked as the server
 
 
-def fork_here() -> None:
+def fork_here(hash_seed: str) -> None:
     """Let :func:`start` fork this process as the forkserver once it imported :data:`PRELOAD`
-    (the warm runner's jobs: they imported it before any thread or connection existed)."""
+    (the warm runner's jobs: they imported it before any thread or connection existed), when
+    ``hash_seed``, the ``PYTHONHASHSEED`` this interpreter started with, is the one Dask's
+    nanny gives a worker: a forked worker keeps this process's hash seed."""
     global _fork_here
-    _fork_here = True
+    _fork_here = hash_seed
 
 
 def start() -> None:
@@ -98,9 +100,12 @@ def _fork_server(server: Any) -> bool:
     """Start ``server`` as a fork of this process when it imported :data:`PRELOAD` already;
     CPython's ``ForkServer.ensure_running`` otherwise (``False``). Python 3.11 to 3.13's
     protocol: a listening socket and an "alive" pipe, as ``ensure_running`` sets them up."""
+    global _lock
     if not _fork_here or sys.version_info >= (3, 14):
         return False
     if not all(name in sys.modules for name in PRELOAD):
+        return False
+    if not _fork_here.isdigit() or _nanny_environ().get("PYTHONHASHSEED") != _fork_here:
         return False
     if hasattr(server, "_forkserver_authkey"):  # a newer protocol than the one below
         return False
@@ -123,6 +128,10 @@ def _fork_server(server: Any) -> bool:
         if pid == 0:  # the forkserver: the descriptors a spawned one gets, then its loop
             code = 1
             try:
+                # Both locks are held by this thread in the parent: fresh ones here (a worker
+                # that starts a forkserver of its own must not wait on them forever).
+                _lock = threading.Lock()
+                server._lock = threading.Lock()
                 keep = sorted({0, 1, 2, listener.fileno(), alive_r})
                 for low, high in zip(keep, [*keep[1:], os.sysconf("SC_OPEN_MAX")], strict=True):
                     os.closerange(low + 1, high)
