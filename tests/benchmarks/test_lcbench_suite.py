@@ -54,6 +54,7 @@ def _task_row(text: str, workers: int) -> list[str]:
 def test_every_method_runs_through_the_master_and_its_cell_is_its_run(
     suite_modules: ModuleType, suite: dict[str, Any]
 ) -> None:
+    pytest.importorskip("dehb", reason="every method's run, DEHB's included, needs dehb")
     from benchmarks.suite_tables import END, START, section
 
     text = section(suite, command="python -m benchmarks.lcbench_suite --test")
