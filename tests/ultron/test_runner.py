@@ -1,4 +1,4 @@
-"""The warm runner (ultron.runner): real ``ultron run`` commands, real runner processes.
+"""The warm runner (ultron.runner, ultron.runner_server): real commands, real runners.
 
 A job is forked from the runner (the command's process runs nothing of it), its workers from a
 fork of the job; the next command with the same environment reuses the runner, another
@@ -26,7 +26,7 @@ import pytest
 
 TOY = Path(__file__).parents[1] / "data" / "toy"
 ULTRON = str(Path(sys.executable).with_name("ultron"))
-SERVE = "from ultron.runner import serve"
+SERVE = "from ultron.runner_server import serve"
 
 pytestmark = pytest.mark.slow
 
