@@ -26,7 +26,7 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.runtime import flow_run
 
-from ultron.containerize.environment import code_hash
+from ultron.containerize.codebase import code_hash
 from ultron.errors import ConfigIssue, SpecError, UltronError
 from ultron.flows.hpo_job import hpo_job
 from ultron.reporting import (

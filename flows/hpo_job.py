@@ -24,7 +24,7 @@ from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 from prefect.states import Cancelled, State
 
-from ultron.containerize.environment import code_hash
+from ultron.containerize.codebase import code_hash
 from ultron.containerize.modelcheck import check_model
 from ultron.containerize.usercode import import_paths, user_code
 from ultron.datamanager import validate_data

@@ -30,7 +30,7 @@ from ultron.services.redis_client import connect
 from ultron.settings import settings
 from ultron.spec.job import JobSpec
 from ultron.worker.checkpoints import flush_checkpoints
-from ultron.worker.runner import shutdown_processes, warm_up
+from ultron.worker.pool import shutdown_processes, warm_up
 
 __all__ = ["JobResources", "acquire_resources", "lease_ttl_s"]
 

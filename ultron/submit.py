@@ -47,7 +47,7 @@ def upload_spec_code(spec: str | Path) -> tuple[JobSpec, bool]:
         SpecError: the spec has problems (all are listed); nothing was uploaded.
         CodeBaseError: the code base cannot be packed or uploaded.
     """
-    from ultron.containerize.environment import code_hash
+    from ultron.containerize.codebase import code_hash
     from ultron.containerize.remote import upload_code, upload_file
     from ultron.spec.loader import load_spec
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ultron.containerize.environment import code_hash
+from ultron.containerize.codebase import code_hash
 
 REPO = Path(__file__).parents[2]
 ULTRON = str(Path(sys.executable).with_name("ultron"))

@@ -14,10 +14,10 @@ from ultron._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from ultron.containerize.archive import safe_extract
+    from ultron.containerize.codebase import code_hash
     from ultron.containerize.environment import (
         TrialEnvironment,
         build_environment,
-        code_hash,
         find_project_root,
     )
     from ultron.containerize.modelcheck import check_model
@@ -40,7 +40,8 @@ __getattr__, __dir__ = lazy_exports(
     __name__,
     {
         "archive": ["safe_extract"],
-        "environment": ["TrialEnvironment", "build_environment", "code_hash", "find_project_root"],
+        "codebase": ["code_hash"],
+        "environment": ["TrialEnvironment", "build_environment", "find_project_root"],
         "modelcheck": ["check_model"],
         "usercode": ["claim_names", "import_paths", "top_level_names", "user_code"],
     },

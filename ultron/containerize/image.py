@@ -30,13 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from ultron.containerize.archive import safe_extract
-from ultron.containerize.environment import (
-    ARCHIVE_SUFFIXES,
-    TrialEnvironment,
-    code_hash,
-    find_project_root,
-)
-from ultron.containerize.environment import _ignored as ignored_in_code
+from ultron.containerize.codebase import ARCHIVE_SUFFIXES, code_hash
+from ultron.containerize.codebase import ignored as ignored_in_code
+from ultron.containerize.environment import TrialEnvironment, find_project_root
 from ultron.containerize.usercode import import_paths
 from ultron.errors import UltronError
 
@@ -126,7 +122,7 @@ def image_tag(code_digest: str, dependencies: list[str], base_id: str) -> str:
     """The tag of a job's image: a hash of what goes into it, the same on every machine.
 
     Args:
-        code_digest: :func:`~ultron.containerize.environment.code_hash` of the code base.
+        code_digest: :func:`~ultron.containerize.codebase.code_hash` of the code base.
         dependencies: the dependency wheels' file names (name, version, tags); order is free.
         base_id: the base image's id (the digest of its configuration).
     """

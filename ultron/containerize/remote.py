@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ultron.containerize.environment import code_files, code_hash
+from ultron.containerize.codebase import code_files, code_hash
 from ultron.errors import CodeBaseError
 from ultron.services.reachability import mask_url
 from ultron.settings import settings

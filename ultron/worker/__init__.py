@@ -1,5 +1,5 @@
-"""The worker side: what a Dask worker runs for each trial (the runner, its warm trial process,
-the checkpoint syncer) and the trial contract the master and the worker share.
+"""The worker side: what a Dask worker runs for each trial (the runner, its warm trial
+processes, the checkpoint syncer) and the trial contract the master and the worker share.
 
 :mod:`ultron.worker.process` is the trial process itself, a child of the worker that runs the
 user's ``score``.
@@ -25,7 +25,8 @@ if TYPE_CHECKING:
         upload_checkpoint,
     )
     from ultron.worker.checkpoints import flush_checkpoints, restore_for, start_sync
-    from ultron.worker.runner import WarmProcess, run_trial, shutdown_processes, warm_up
+    from ultron.worker.pool import WarmProcess, shutdown_processes, warm_up
+    from ultron.worker.runner import run_trial
     from ultron.worker.syncer import CheckpointSyncer
     from ultron.worker.trial import TrialRequest, TrialResult, TrialStatus, trial_seed
 
@@ -64,7 +65,8 @@ __getattr__, __dir__ = lazy_exports(
             "upload_checkpoint",
         ],
         "checkpoints": ["flush_checkpoints", "restore_for", "start_sync"],
-        "runner": ["WarmProcess", "run_trial", "shutdown_processes", "warm_up"],
+        "pool": ["WarmProcess", "shutdown_processes", "warm_up"],
+        "runner": ["run_trial"],
         "syncer": ["CheckpointSyncer"],
         "trial": ["TrialRequest", "TrialResult", "TrialStatus", "trial_seed"],
     },

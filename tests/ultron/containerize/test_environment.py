@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from ultron.containerize.codebase import code_hash
 from ultron.containerize.environment import (
     TrialEnvironment,
     build_environment,
-    code_hash,
     find_project_root,
     safe_extract,
 )
@@ -89,7 +89,7 @@ def test_code_hash_is_stable_and_follows_content(project: Path, tmp_path: Path) 
         [
             sys.executable,
             "-c",
-            "from ultron.containerize.environment import code_hash; "
+            "from ultron.containerize.codebase import code_hash; "
             f"print(code_hash({str(project)!r}))",
         ],
         capture_output=True,

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ultron.containerize.environment import TrialEnvironment, code_hash
+from ultron.containerize.codebase import code_hash
+from ultron.containerize.environment import TrialEnvironment
 from ultron.containerize.image import (
     IMAGE_CODE,
     IMAGE_PYTHON,

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from ultron.containerize.environment import build_environment, code_hash
+from ultron.containerize.codebase import code_hash
+from ultron.containerize.environment import build_environment
 from ultron.containerize.remote import fetch_code, pack_code, upload_code
 from ultron.errors import CodeBaseError
 

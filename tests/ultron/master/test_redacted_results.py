@@ -23,7 +23,7 @@ from ultron.master.job_state import JobState, JobStore
 from ultron.master.results import write_results
 from ultron.services.secrets import MASK, add_secrets
 from ultron.spec.job import JobSpec
-from ultron.worker.runner import shutdown_processes
+from ultron.worker.pool import shutdown_processes
 from ultron.worker.trial import TrialStatus
 
 TOKEN = f"tok-{uuid.uuid4().hex}"  # a secret the master knows (install_redaction adds them)

@@ -16,7 +16,8 @@ import redis
 
 from ultron.algorithms import Choice, Direction, GridSearch, SearchSpace
 from ultron.master.job_state import JobState
-from ultron.master.loops import Cache, Master, SearchSettings
+from ultron.master.loops import Master, SearchSettings
+from ultron.master.parts import Cache
 from ultron.master.score_cache import ScoreCache, clear_cache
 from ultron.services import keys
 from ultron.simulation.benchmark import LearningCurve, SimulatedClock

@@ -19,7 +19,8 @@ import pytest
 from dask.utils import parse_bytes
 
 from ultron.checkpoints import new_checkpoint_dir, save_torch
-from ultron.worker.runner import run_trial, shutdown_processes
+from ultron.worker.pool import shutdown_processes
+from ultron.worker.runner import run_trial
 from ultron.worker.trial import TrialRequest, TrialStatus
 
 pytestmark = pytest.mark.skipif(

@@ -18,8 +18,9 @@ import pytest
 
 from ultron.algorithms.base import Direction
 from ultron.master.results import write_results
+from ultron.worker.pool import shutdown_processes
 from ultron.worker.process import _objective, run_one
-from ultron.worker.runner import run_trial, shutdown_processes
+from ultron.worker.runner import run_trial
 from ultron.worker.trial import TrialRequest, TrialResult, TrialStatus
 
 

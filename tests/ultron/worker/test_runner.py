@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 import redis
 
-from ultron.worker.runner import run_trial, shutdown_processes
+from ultron.worker.pool import shutdown_processes
+from ultron.worker.runner import run_trial
 from ultron.worker.trial import TrialRequest, TrialStatus
 
 TOY = Path(__file__).parents[2] / "data" / "toy"

@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from ultron.worker.runner import reads_object_store, run_trial, shutdown_processes, warm_up
+from ultron.worker.pool import shutdown_processes, warm_up
+from ultron.worker.runner import reads_object_store, run_trial
 from ultron.worker.trial import TrialRequest, TrialStatus
 
 MODEL = """
