@@ -125,6 +125,9 @@ def search_loop(
         check=lambda: _check_lease(resources, job_id),
         driver=driver,
         interrupted={tid: info["hyperparameters"] for tid, info in running_before.items()},
+        interrupted_attempts={
+            tid: int(info.get("attempt", 1)) for tid, info in running_before.items()
+        },
     )
     try:
         if spec.loop_kind == "async":

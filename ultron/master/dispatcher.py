@@ -21,7 +21,7 @@ from ultron.services import keys
 from ultron.services.paths import job_results_url
 from ultron.services.secrets import redact
 from ultron.spec.job import JobSpec
-from ultron.worker.runner import run_trial
+from ultron.worker.runner import run_trial, stored_answer
 from ultron.worker.trial import TrialRequest, TrialResult, TrialStatus, trial_seed
 
 __all__ = ["TrialDispatcher"]
@@ -175,12 +175,10 @@ class TrialDispatcher:
         """What the attempt returned, or the error that ended it, as a value."""
         if future.status == "finished":
             key = keys.trial_result(request.job_id, request.trial_id, request.attempt)
-            raw = self.store.client.get(key)
-            if raw is not None:
-                answer: dict[str, Any] = json.loads(raw)
-                answer["hyperparameters"] = request.hyperparameters  # as sent, not as JSON
+            answer = stored_answer(self.store.client.get(key), request.hyperparameters)
+            if answer is not None:
                 return answer
-        try:  # not in Redis (a worker of an older version), or the task failed
+        try:  # not in Redis (or not this configuration's), or the task failed
             return future.result()
         except (Exception, asyncio.CancelledError) as exc:  # KilledWorker, a cancellation
             return exc

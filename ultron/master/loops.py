@@ -93,6 +93,9 @@ class Master:
     # Trials that were running when a previous master died: they run again with resume=True
     # (batch samples them again; async relaunches them first).
     interrupted: dict[str, Config] = field(default_factory=dict)
+    # The attempt each of them was at (1 where not given): a later attempt than the first
+    # (a retry, a resume after suspension) must not get the first one's stored answer back.
+    interrupted_attempts: dict[str, int] = field(default_factory=dict)
     _waiting: dict[str, list[tuple[str, Config]]] = field(default_factory=dict)
     _to_start: list[TrialRequest] = field(default_factory=list)
     _suspended: dict[str, TrialResult] = field(default_factory=dict)
@@ -149,7 +152,10 @@ class Master:
         else:
             self._waiting[key] = []
             resume = trial_id in self.interrupted
-            self._to_start.append(self.dispatcher.request(trial_id, config, resume=resume))
+            attempt = self.interrupted_attempts.get(trial_id, 1)
+            self._to_start.append(
+                self.dispatcher.request(trial_id, config, attempt=attempt, resume=resume)
+            )
         return None
 
     def _start_launched(self) -> None:
@@ -326,7 +332,10 @@ class Master:
                 launched += 1
                 self.state.next_trial = max(self.state.next_trial, int(trial_id) + 1)
                 pending[trial_id] = config
-                self._to_start.append(self.dispatcher.request(trial_id, config, resume=True))
+                attempt = self.interrupted_attempts.get(trial_id, 1)
+                self._to_start.append(
+                    self.dispatcher.request(trial_id, config, attempt=attempt, resume=True)
+                )
                 if self.driver is not None:
                     self.driver.start_trial(trial_id)
         while True:

@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlsplit
 
+from ultron.algorithms.space import canonical
 from ultron.services import keys
 from ultron.settings import settings
 from ultron.worker.checkpoints import restore_for, start_sync
@@ -25,7 +26,7 @@ from ultron.worker.devices import on_claimed_gpus
 from ultron.worker.pool import ProcessDied, WarmProcess, checkin, checkout
 from ultron.worker.trial import TrialRequest, TrialResult, TrialStatus
 
-__all__ = ["reads_object_store", "run_trial"]
+__all__ = ["reads_object_store", "run_trial", "stored_answer"]
 
 logger = logging.getLogger(__name__)
 
@@ -114,6 +115,31 @@ def _last_reported(request: TrialRequest) -> float | None:
     return None
 
 
+def stored_answer(
+    raw: str | bytes | None, hyperparameters: dict[str, Any]
+) -> dict[str, Any] | None:
+    """An attempt's answer as ``run_trial`` stored it in Redis, if it is one of a trial of
+    ``hyperparameters``; ``None`` otherwise (nothing stored, or a stale answer of another
+    configuration under the same trial id and attempt).
+
+    The answer's ``hyperparameters`` are the request's own objects, not their JSON copy.
+
+    Example:
+        >>> stored = '{"status": "completed", "hyperparameters": {"k": [1, 2]}}'
+        >>> stored_answer(stored, {"k": (1, 2)})
+        {'status': 'completed', 'hyperparameters': {'k': (1, 2)}}
+        >>> stored_answer(stored, {"k": [3]}) is None
+        True
+    """
+    if raw is None:
+        return None
+    answer: dict[str, Any] = json.loads(raw)
+    if canonical(answer.get("hyperparameters") or {}) != canonical(hyperparameters):
+        return None
+    answer["hyperparameters"] = hyperparameters
+    return answer
+
+
 @on_claimed_gpus
 def run_trial(request_data: dict[str, Any]) -> dict[str, Any]:
     """Run one trial attempt in a warm process; the Dask task function. With a ``GPU``
@@ -124,13 +150,15 @@ def run_trial(request_data: dict[str, Any]) -> dict[str, Any]:
     """
     request = TrialRequest.from_dict(request_data)
     done_key = keys.trial_result(request.job_id, request.trial_id, request.attempt)
-    finished = _redis(request.redis_url).get(done_key)
-    if finished is not None:  # Dask ran this attempt again (its result was on a lost worker)
+    finished = stored_answer(_redis(request.redis_url).get(done_key), request.hyperparameters)
+    # Dask ran this attempt again (its result was on a lost worker), or a restarted master
+    # resumed an attempt that had finished. A crash is run again: the infrastructure's fault
+    # (a trial process killed as the old master's cluster closed, say).
+    if finished is not None and finished.get("status") != TrialStatus.CRASHED:
         logger.info(
             "trial %s attempt %d already finished; not run again", request.trial_id, request.attempt
         )
-        answer: dict[str, Any] = json.loads(finished)
-        return answer
+        return finished
     log_dir = os.path.dirname(request.log_path)
     started = time.monotonic()
     log_path = os.path.join(log_dir, f"worker-{os.getpid()}.log")

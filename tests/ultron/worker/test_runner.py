@@ -126,3 +126,40 @@ def test_a_finished_attempt_run_again_returns_its_result(tmp_path: Path, redis_u
         del os.environ["TOY_CALLS_FILE"]
     assert again == first
     assert len(calls.read_text().splitlines()) == 1  # trained once
+
+
+def test_a_stored_answer_of_another_configuration_is_not_returned(
+    tmp_path: Path, redis_url: str
+) -> None:
+    # The same trial id and attempt with another configuration (a restarted master that
+    # sampled that id again differently): the old answer must not be taken for this one's.
+    calls = tmp_path / "calls.txt"
+    os.environ["TOY_CALLS_FILE"] = str(calls)
+    try:
+        first = run_trial(_request(tmp_path, redis_url, "ok", trial_id="reused"))
+        other = _request(tmp_path, redis_url, "ok", trial_id="reused")
+        other["hyperparameters"] = {"behaviour": "ok", "x": 4.0}
+        second = run_trial(other)
+    finally:
+        del os.environ["TOY_CALLS_FILE"]
+    assert (first["score"], second["score"]) == (3.0, 4.0)
+    assert second["hyperparameters"] == {"behaviour": "ok", "x": 4.0}
+    assert len(calls.read_text().splitlines()) == 2  # trained twice
+    stored = redis.Redis.from_url(redis_url).get(f"ultron:job:{JOB}:run:result:reused:1")
+    assert stored is not None and json.loads(stored)["score"] == 4.0  # the key is the new one's
+
+
+def test_a_stored_crash_is_run_again(tmp_path: Path, redis_url: str) -> None:
+    # A crash is the infrastructure's: the attempt's trial process was killed as the previous
+    # master's cluster closed. Run again, the attempt trains instead of returning the crash.
+    request = _request(tmp_path, redis_url, "ok", trial_id="killed")
+    client = redis.Redis.from_url(redis_url)
+    crash = {
+        "trial_id": "killed",
+        "hyperparameters": request["hyperparameters"],
+        "status": "crashed",
+        "error": "trial process killed by SIGKILL",
+    }
+    client.set(f"ultron:job:{JOB}:run:result:killed:1", json.dumps(crash))
+    result = run_trial(request)
+    assert result["status"] == TrialStatus.COMPLETED and result["score"] == 3.0
