@@ -39,8 +39,8 @@ from typing import Any
 
 from benchmarks.checkpoint_model import DigitsTrainer
 from ultron.checkpoints import save_torch
-from ultron.worker import CheckpointSyncer
 from ultron.worker.checkpoint_store import remote_fs
+from ultron.worker.syncer import CheckpointSyncer
 
 MODES = ("off", "local", "s3-side", "s3-thread")
 

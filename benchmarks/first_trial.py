@@ -9,7 +9,7 @@ check, the Dask cluster, the warm-up of the trial processes, the search, finaliz
 the functions the flow calls, and prints the timeline.
 
 Each measured round runs the job twice, side by side: as ultron runs it (local workers forked
-from the warm forkserver, :mod:`ultron.services.forkserver`) and the baseline with
+from the warm forkserver, :mod:`ultron.cluster.forkserver`) and the baseline with
 ``ULTRON_SPAWN_WORKERS=1`` (each worker spawned in a fresh interpreter); the summary prints both
 and their ratio.
 
@@ -174,7 +174,7 @@ def _commands(runs: int) -> None:
 
 def _record_start_methods() -> list[str]:
     """The start method of each local cluster's workers, as the job chooses it."""
-    from ultron.services import forkserver
+    from ultron.cluster import forkserver
 
     methods: list[str] = []
     choose = forkserver.worker_start_method

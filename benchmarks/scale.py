@@ -84,8 +84,8 @@ def run_simulated(trials: int, workers: int, block: int, strategy: str, loop: st
     from ultron.master.job_state import JobState, JobStore
     from ultron.master.loops import Master, SearchSettings
     from ultron.master.score_cache import ScoreCache
-    from ultron.services.redis_client import connect
-    from ultron.services.redis_share import ensure_embedded_redis
+    from ultron.redis.client import connect
+    from ultron.servers.redis_share import ensure_embedded_redis
     from ultron.simulation.jobs import SimulatedDispatcher
 
     bench = _Instant()

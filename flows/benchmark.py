@@ -32,6 +32,7 @@ from ultron.algorithms.base import Direction
 from ultron.algorithms.registry import resolve_strategy
 from ultron.errors import UltronError
 from ultron.flows.experiment import experiment
+from ultron.paths import artifact_key, job_results_url
 from ultron.reporting import (
     ProblemRuns,
     SeedRun,
@@ -44,8 +45,7 @@ from ultron.reporting import (
     write_files,
 )
 from ultron.reporting.plots import require_matplotlib
-from ultron.services.paths import artifact_key, job_results_url
-from ultron.services.secrets import conceal
+from ultron.secrets import conceal
 from ultron.simulation import Benchmark, simulate_job
 from ultron.simulation.tabular import load_grid
 

@@ -29,6 +29,7 @@ from prefect.runtime import flow_run
 from ultron.containerize.codebase import code_hash
 from ultron.errors import ConfigIssue, SpecError, UltronError
 from ultron.flows.hpo_job import hpo_job
+from ultron.paths import artifact_key, check_job_id, job_results_url, new_job_id
 from ultron.reporting import (
     SeedRun,
     experiment_files,
@@ -40,8 +41,7 @@ from ultron.reporting import (
     write_files,
 )
 from ultron.reporting.plots import require_matplotlib
-from ultron.services.paths import artifact_key, check_job_id, job_results_url, new_job_id
-from ultron.services.secrets import conceal, redacted_spec, reveal
+from ultron.secrets import conceal, redacted_spec, reveal
 from ultron.spec.job import JobSpec
 from ultron.spec.loader import load_spec
 

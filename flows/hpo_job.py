@@ -24,27 +24,27 @@ from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 from prefect.states import Cancelled, State
 
+from ultron.cluster.factory import warm_local_workers
 from ultron.containerize.codebase import code_hash
 from ultron.containerize.modelcheck import check_model
-from ultron.containerize.usercode import import_paths, user_code
 from ultron.datamanager import validate_data
 from ultron.errors import JobCancelledError
 from ultron.master.cancel import CANCEL, handling_signals, watching_requests
 from ultron.master.job_state import JobState, JobStatus, JobStore
 from ultron.master.resume import check_or_store_spec
 from ultron.master.strategy import build_stopper, build_strategy
-from ultron.services.cluster import warm_local_workers
-from ultron.services.paths import check_job_id, new_job_id, ultron_home
-from ultron.services.reachability import check_storage
-from ultron.services.redis_client import connect
-from ultron.services.runtime import job_redis
-from ultron.services.secrets import install_redaction, reveal
+from ultron.paths import check_job_id, new_job_id, ultron_home
+from ultron.preflight import check_storage
+from ultron.redis.client import connect
+from ultron.secrets import install_redaction, reveal
+from ultron.servers.job_redis import job_redis
 from ultron.spec.job import JobSpec
 from ultron.spec.loader import load_spec
 from ultron.tasks.acquire_resources import JobResources, acquire_resources
 from ultron.tasks.containerize import containerize
 from ultron.tasks.finalize import finalize
 from ultron.tasks.search_loop import search_loop
+from ultron.usercode import import_paths, user_code
 
 __all__ = ["hpo_job"]
 

@@ -5,7 +5,7 @@ the units are a lease that a keeper thread renews while the job lives (so a dead
 come back after the TTL), and if the workers cannot be started the units are given back. The
 limits are the platform team's, read from Redis when the job starts waiting: the global one
 and that of the job's tenant (``ultron limits``). Waiting jobs are served first come first
-served within a tenant and in turns across tenants (:mod:`ultron.services.limiter`).
+served within a tenant and in turns across tenants (:mod:`ultron.limiter.resource_limiter`).
 """
 
 from __future__ import annotations
@@ -17,16 +17,16 @@ from dask.utils import parse_bytes
 from prefect import get_run_logger, task
 from prefect.cache_policies import NONE
 
+from ultron.cluster.factory import ClusterHandle, start_cluster
 from ultron.containerize.environment import TrialEnvironment
 from ultron.containerize.image import with_image, worker_paths
 from ultron.datamanager import DataServiceHandle, start_data_service
+from ultron.limiter.lease_keeper import LeaseKeeper
+from ultron.limiter.limits import read_max_units, read_tenant_max_units
+from ultron.limiter.resource_limiter import Lease, ResourceLimiter
 from ultron.master.cancel import CANCEL
-from ultron.services.cluster import ClusterHandle, start_cluster
-from ultron.services.lease_keeper import LeaseKeeper
-from ultron.services.limiter import Lease, ResourceLimiter
-from ultron.services.limits import read_max_units, read_tenant_max_units
-from ultron.services.paths import scratch_dir
-from ultron.services.redis_client import connect
+from ultron.paths import scratch_dir
+from ultron.redis.client import connect
 from ultron.settings import settings
 from ultron.spec.job import JobSpec
 from ultron.worker.checkpoints import flush_checkpoints

@@ -7,7 +7,7 @@ from prefect.cache_policies import NONE
 
 from ultron.containerize.environment import TrialEnvironment, build_environment
 from ultron.errors import ConfigIssue, SpecError
-from ultron.services.paths import ultron_home
+from ultron.paths import ultron_home
 from ultron.spec.cluster import KubernetesCluster
 from ultron.spec.job import JobSpec
 

@@ -18,10 +18,10 @@ from prefect.cache_policies import NONE
 
 from ultron.master.job_state import JobState, JobStatus, JobStore
 from ultron.master.results import best_trial, leaderboard, write_results
+from ultron.paths import artifact_key, job_results_url, remove_tree, scratch_dir
+from ultron.redis.client import connect
 from ultron.reporting import REPORT_FILE, JobFiles, write_job_report
-from ultron.services.paths import artifact_key, job_results_url, remove_tree, scratch_dir
-from ultron.services.redis_client import connect
-from ultron.services.secrets import redact, redacted_spec
+from ultron.secrets import redact, redacted_spec
 from ultron.spec.job import JobSpec
 from ultron.tasks.acquire_resources import JobResources
 

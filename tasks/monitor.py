@@ -25,10 +25,10 @@ from prefect.artifacts import (
 from ultron.master.job_state import JobState
 from ultron.master.progress import ProgressEvent, emit
 from ultron.master.results import best_trial, leaderboard
-from ultron.services.paths import artifact_key
-from ultron.services.secrets import redact
+from ultron.paths import artifact_key
+from ultron.secrets import redact
 from ultron.spec.job import JobSpec
-from ultron.worker.trial import TrialResult
+from ultron.trial_records import TrialResult
 
 __all__ = ["JobMonitor", "leaderboard_rows"]
 

@@ -22,8 +22,8 @@ from ultron.master.early_stopping import StopperDriver
 from ultron.master.job_state import JobState, JobStatus, JobStore
 from ultron.master.loops import Master, SearchSettings
 from ultron.master.score_cache import ScoreCache
-from ultron.services.paths import scratch_dir
-from ultron.services.redis_client import connect
+from ultron.paths import scratch_dir
+from ultron.redis.client import connect
 from ultron.settings import settings
 from ultron.spec.job import JobSpec
 from ultron.tasks.acquire_resources import JobResources

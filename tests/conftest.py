@@ -17,10 +17,10 @@ import pytest
 import redis
 
 from ultron.api import prefect_defaults
-from ultron.services.redis_server import EmbeddedRedis
+from ultron.servers.redis import EmbeddedRedis
 
 # The jobs that tests start in subprocesses share a Prefect server per ULTRON_HOME (the default,
-# ultron.services.prefect_share); each test's own home would otherwise keep one running for the
+# ultron.servers.prefect); each test's own home would otherwise keep one running for the
 # ten idle minutes a user's machine gets, dozens at once by the end of the suite.
 os.environ.setdefault("ULTRON_PREFECT_IDLE_S", "15")
 # Likewise the warm runner (ultron.runner) that each home's first `ultron run` starts: about

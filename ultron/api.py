@@ -11,15 +11,15 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from ultron.cluster.factory import check_scheduler, stop_warm_workers, warm_local_workers
+from ultron.cluster.gpus import check_local_gpus
 from ultron.errors import JobCancelledError, UltronError
 from ultron.master.cancel import CANCEL, handling_signals
 from ultron.master.results import HPOResult
 from ultron.master.strategy import check_options
-from ultron.services.cluster import check_scheduler, stop_warm_workers, warm_local_workers
-from ultron.services.gpus import check_local_gpus
-from ultron.services.paths import check_job_id, new_job_id
-from ultron.services.reachability import check_redis, check_storage
-from ultron.services.secrets import conceal
+from ultron.paths import check_job_id, new_job_id
+from ultron.preflight import check_redis, check_storage
+from ultron.secrets import conceal
 from ultron.settings import settings
 from ultron.spec.job import JobSpec
 from ultron.spec.loader import load_spec
@@ -96,7 +96,7 @@ def _run_flow(job: JobSpec, job_id: str) -> HPOResult:
     from prefect.states import State
 
     from ultron.flows.hpo_job import hpo_job
-    from ultron.services.prefect_share import prefect_api
+    from ultron.servers.prefect import prefect_api
 
     CANCEL.reset()
     # The machine's shared Prefect server, unless the user has one (prefect_share's docstring).

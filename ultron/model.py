@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from ultron.services import keys  # a leaf module; ultron.services re-exports lazily
+from ultron.redis import keys  # a leaf module; ultron.services re-exports lazily
 
 __all__ = ["ModelInterface", "ReportDecision", "TrialContext", "current_trial", "report"]
 
@@ -75,7 +75,7 @@ class TrialContext:
 
     def client(self) -> Any:
         if self._client is None:
-            from ultron.services.redis_client import connect
+            from ultron.redis.client import connect
 
             self._client = connect(self.redis_url)
         return self._client

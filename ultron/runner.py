@@ -65,8 +65,8 @@ PRELOAD = (
     "ultron.api",
     "ultron.flows.hpo_job",
     "ultron.master.progress",
-    "ultron.services.prefect_share",
-    "ultron.services.forkserver",
+    "ultron.servers.prefect",
+    "ultron.cluster.forkserver",
     "ultron.spec.loader",
     "ultron.worker.runner",  # with distributed: the job's forkserver is a fork of the job
 )
@@ -142,7 +142,7 @@ def main() -> None:
         code = delegate(argv)
         if code is not None:
             _exit_like(code)
-    from ultron.cli import app
+    from ultron.cli.main import app
 
     app(prog_name="ultron")
 

@@ -232,7 +232,7 @@ def _child(
         if "numpy" in sys.modules:  # each job its own unseeded draws, as a fresh process
             sys.modules["numpy"].random.seed()
         _watch(connection)
-        from ultron.services import forkserver
+        from ultron.cluster import forkserver
 
         forkserver.fork_here(hash_seed)  # the job's workers fork from a copy of this process
         code = _run_cli(request["argv"])
@@ -266,7 +266,7 @@ def _run_cli(argv: list[str]) -> int:
 
     code = 1
     try:
-        from ultron.cli import app
+        from ultron.cli.main import app
 
         app(args=argv, prog_name="ultron")
         code = 0

@@ -92,8 +92,8 @@ def start_run(job: JobSpec, *, deployment: str, job_id: str | None = None) -> Su
     from prefect.deployments import run_deployment
     from prefect.exceptions import ObjectNotFound
 
-    from ultron.services.paths import check_job_id, new_job_id
-    from ultron.services.secrets import conceal
+    from ultron.paths import check_job_id, new_job_id
+    from ultron.secrets import conceal
 
     api = _api_url()
     job_id = check_job_id(job_id) if job_id else new_job_id(job.name)

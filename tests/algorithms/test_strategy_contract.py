@@ -17,7 +17,7 @@ import pytest
 
 from ultron.algorithms.registry import BUILTIN_STRATEGIES, resolve_strategy
 from ultron.algorithms.space import Choice, IntRange, LogUniform, SearchSpace, Uniform, canonical
-from ultron.containerize.usercode import user_code
+from ultron.usercode import user_code
 
 BYO_PATH = Path(__file__).resolve().parents[2] / "examples" / "byo_algorithm"
 BYO = "byo_search.hill_climbing:HillClimbing"

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 import ultron
-from ultron.worker.trial import TrialStatus
+from ultron.trial_records import TrialStatus
 
 TOY = Path(__file__).parents[1] / "data" / "toy"
 DASK = str(Path(sys.executable).with_name("dask"))

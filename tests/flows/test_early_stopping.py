@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import ultron
-from ultron.worker.trial import TrialStatus
+from ultron.trial_records import TrialStatus
 
 REPO = Path(__file__).parents[2]
 TOY = REPO / "tests" / "data" / "toy"

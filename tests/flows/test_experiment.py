@@ -15,7 +15,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from ultron.cli import app
+from ultron.cli.main import app
 
 REPO = Path(__file__).parents[2]
 QUICKSTART = REPO / "examples" / "quickstart"

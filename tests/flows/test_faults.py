@@ -10,7 +10,7 @@ import pytest
 
 import ultron
 from ultron.errors import JobFailedError
-from ultron.worker.trial import TrialStatus
+from ultron.trial_records import TrialStatus
 
 TOY = Path(__file__).parents[1] / "data" / "toy"
 

@@ -11,10 +11,10 @@ import pytest
 import redis
 
 import ultron
+from ultron.limiter.resource_limiter import ResourceLimiter
 from ultron.master.progress import ProgressEvent, listening
-from ultron.services.limiter import ResourceLimiter
 from ultron.tasks.acquire_resources import default_max_units
-from ultron.worker.trial import TrialStatus
+from ultron.trial_records import TrialStatus
 
 REPO = Path(__file__).parents[2]
 TOY = REPO / "tests" / "data" / "toy"

@@ -22,9 +22,9 @@ import pytest
 import redis
 
 import ultron
-from ultron.services.limiter import ResourceLimiter
-from ultron.services.redis_server import EmbeddedRedis
-from ultron.worker.trial import TrialStatus
+from ultron.limiter.resource_limiter import ResourceLimiter
+from ultron.servers.redis import EmbeddedRedis
+from ultron.trial_records import TrialStatus
 
 TOY = Path(__file__).parents[1] / "data" / "toy"
 

@@ -16,7 +16,7 @@ import redis
 
 import ultron
 from ultron.errors import SpecError
-from ultron.worker.trial import TrialStatus
+from ultron.trial_records import TrialStatus
 
 TOY = Path(__file__).parents[1] / "data" / "toy"
 

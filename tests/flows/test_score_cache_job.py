@@ -17,7 +17,7 @@ import pytest
 
 import ultron
 from ultron.master.results import HPOResult
-from ultron.worker.trial import TrialStatus
+from ultron.trial_records import TrialStatus
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect")]
 

@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 
 import ultron
-from ultron.services.redis_client import connect
-from ultron.worker.trial import TrialStatus
+from ultron.redis.client import connect
+from ultron.trial_records import TrialStatus
 
 TOY = Path(__file__).parents[1] / "data" / "toy"
 TRIALS = 6

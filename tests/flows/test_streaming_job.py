@@ -13,7 +13,7 @@ import redis
 
 import ultron
 from ultron.datamanager import DataValidationError
-from ultron.services.limiter import ResourceLimiter
+from ultron.limiter.resource_limiter import ResourceLimiter
 
 pytest.importorskip("tensorflow", reason="the data service needs the tf extra")
 pytest.importorskip("great_expectations", reason="data validation needs the data extra")

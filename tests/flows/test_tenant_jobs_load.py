@@ -29,9 +29,9 @@ from pathlib import Path
 import pytest
 import redis
 
-from ultron.services.limiter import ResourceLimiter
-from ultron.services.limits import set_max_units, set_tenant_max_units
-from ultron.services.redis_server import EmbeddedRedis
+from ultron.limiter.limits import set_max_units, set_tenant_max_units
+from ultron.limiter.resource_limiter import ResourceLimiter
+from ultron.servers.redis import EmbeddedRedis
 
 TOY = Path(__file__).parents[1] / "data" / "toy"
 MAX_UNITS = 3

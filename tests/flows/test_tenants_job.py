@@ -21,7 +21,7 @@ import ultron
 from ultron.errors import SpecError
 from ultron.master.job_state import JobStore
 from ultron.master.results import HPOResult
-from ultron.worker.trial import TrialStatus
+from ultron.trial_records import TrialStatus
 
 TOY = Path(__file__).parents[1] / "data" / "toy"
 

@@ -15,8 +15,8 @@ import pytest
 import redis
 
 import ultron
-from ultron.services import keys
-from ultron.worker.trial import TrialStatus
+from ultron.redis import keys
+from ultron.trial_records import TrialStatus
 
 QUICKSTART = Path(__file__).parents[2] / "examples" / "quickstart" / "job.yaml"
 

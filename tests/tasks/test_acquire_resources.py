@@ -10,7 +10,7 @@ import redis
 
 import ultron
 from ultron.errors import ResourceTimeoutError
-from ultron.services.limiter import ResourceLimiter
+from ultron.limiter.resource_limiter import ResourceLimiter
 from ultron.tasks.acquire_resources import default_max_units
 
 TOY = Path(__file__).parents[1] / "data" / "toy"

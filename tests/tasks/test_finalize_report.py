@@ -11,7 +11,7 @@ from prefect import flow
 from ultron.master.job_state import JobState, JobStatus
 from ultron.spec.job import JobSpec
 from ultron.tasks.finalize import _report
-from ultron.worker.trial import TrialResult, TrialStatus
+from ultron.trial_records import TrialResult, TrialStatus
 
 pytestmark = pytest.mark.usefixtures("prefect")
 

@@ -12,7 +12,7 @@ import pytest
 from ultron.master.job_state import JobState
 from ultron.master.progress import ProgressEvent, listening
 from ultron.spec.job import JobSpec
-from ultron.worker.trial import TrialResult, TrialStatus
+from ultron.trial_records import TrialResult, TrialStatus
 
 pytestmark = pytest.mark.usefixtures("prefect")
 

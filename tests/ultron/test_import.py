@@ -32,9 +32,9 @@ def test_the_trial_process_and_the_report_path_stay_light() -> None:
     client: not the rest of their packages (the cluster factory, the spec, Optuna, Prefect)."""
     code = (
         "import sys, ultron.worker.process, ultron.model, ultron.checkpoints\n"
-        "from ultron.services import keys\n"
+        "from ultron.redis import keys\n"
         "heavy = ('prefect', 'distributed', 'optuna', 'ultron.spec', 'ultron.master', "
-        "'ultron.services.cluster', 'ultron.algorithms')\n"
+        "'ultron.cluster.factory', 'ultron.algorithms')\n"
         "print([m for m in heavy if m in sys.modules])\n"
     )
     out = subprocess.run(

@@ -13,8 +13,8 @@ import pytest
 
 import ultron.data
 from ultron.errors import EnvironmentVariableError, UltronError
-from ultron.services.paths import ultron_home
-from ultron.services.redis_client import connect
+from ultron.paths import ultron_home
+from ultron.redis.client import connect
 from ultron.settings import PREFIX, UltronSettings, settings
 
 README = Path(__file__).parents[2] / "README.md"

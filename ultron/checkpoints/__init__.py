@@ -4,7 +4,7 @@ The training thread writes each checkpoint into its own folder under the trial's
 ``checkpoint_path`` (``epoch-0007/``) and writes a ``COMPLETE`` file into it last:
 :func:`save_torch` does both for PyTorch, :func:`new_checkpoint_dir` and :func:`mark_complete`
 for anything else. On the worker a side thread uploads complete folders to the job's storage
-(:class:`ultron.worker.CheckpointSyncer`) and puts the newest committed one back before a
+(:class:`ultron.worker.syncer.CheckpointSyncer`) and puts the newest committed one back before a
 resumed attempt. Names are ordered naturally: ``epoch-10`` is newer than ``epoch-9``.
 
 Example:

@@ -33,8 +33,8 @@ from ultron.containerize.archive import safe_extract
 from ultron.containerize.codebase import ARCHIVE_SUFFIXES, code_hash
 from ultron.containerize.codebase import ignored as ignored_in_code
 from ultron.containerize.environment import TrialEnvironment, find_project_root
-from ultron.containerize.usercode import import_paths
 from ultron.errors import UltronError
+from ultron.usercode import import_paths
 
 __all__ = [
     "IMAGE_CODE",

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ultron.errors import CodeBaseError, ConfigIssue, SpecError
-from ultron.services.paths import ultron_home
+from ultron.paths import ultron_home
 
 __all__ = ["check_model"]
 

@@ -28,7 +28,7 @@ from typing import Any
 
 from ultron.containerize.codebase import code_files, code_hash
 from ultron.errors import CodeBaseError
-from ultron.services.reachability import mask_url
+from ultron.preflight import mask_url
 from ultron.settings import settings
 
 __all__ = ["fetch_code", "pack_code", "upload_code", "upload_file"]

@@ -35,9 +35,10 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import psutil
+
 from ultron.errors import JobCancelledError
-from ultron.services import keys
-from ultron.worker.isolation import descendants
+from ultron.redis import keys
 
 __all__ = [
     "CANCEL",
@@ -131,10 +132,10 @@ def force_exit(signal_number: int | None) -> None:
     jobs that share it. The job's state in Redis stays as the last update left it, so the job
     can still resume."""
     session = os.getsid(0)
-    for pid, _ in descendants(os.getpid()):
-        with contextlib.suppress(OSError):
-            if os.getsid(pid) == session:
-                os.kill(pid, signal.SIGKILL)
+    for child in psutil.Process().children(recursive=True):
+        with contextlib.suppress(OSError):  # it ended meanwhile
+            if os.getsid(child.pid) == session:
+                os.kill(child.pid, signal.SIGKILL)
     os._exit(exit_code(signal_number))
 
 

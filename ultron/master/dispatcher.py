@@ -17,12 +17,12 @@ from ultron.containerize.environment import TrialEnvironment
 from ultron.containerize.image import worker_paths
 from ultron.master.cancel import CANCEL
 from ultron.master.job_state import JobStore
-from ultron.services import keys
-from ultron.services.paths import job_results_url
-from ultron.services.secrets import redact
+from ultron.paths import job_results_url
+from ultron.redis import keys
+from ultron.secrets import redact
 from ultron.spec.job import JobSpec
-from ultron.worker.runner import run_trial, stored_answer
-from ultron.worker.trial import TrialRequest, TrialResult, TrialStatus, trial_seed
+from ultron.trial_records import TrialRequest, TrialResult, TrialStatus, stored_answer, trial_seed
+from ultron.worker.runner import run_trial
 
 __all__ = ["TrialDispatcher"]
 

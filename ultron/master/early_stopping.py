@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from ultron.algorithms.stoppers.base import Command, Decision, Stopper
-from ultron.services import keys
+from ultron.redis import keys
 
 __all__ = ["StopperDriver"]
 
@@ -29,7 +29,7 @@ class StopperDriver:
 
     Args:
         stopper: the stopper.
-        client: a Redis client (``ultron.services.redis_client.connect``); ``None`` in a simulation,
+        client: a Redis client (``ultron.redis.client.connect``); ``None`` in a simulation,
             where the simulated workers call :meth:`feed` themselves and honour decisions at once.
         job_id: the job.
         metric: the reported metric the stopper judges.

@@ -1,6 +1,6 @@
 """The job's state in Redis: what outlives the master process.
 
-The job's hash, trial table and curves (:mod:`ultron.services.keys` has the layout) are what a
+The job's hash, trial table and curves (:mod:`ultron.redis.keys` has the layout) are what a
 restarted master reads. Each update writes the new rows only, in one transaction with what
 the strategy's state needs: either a snapshot (``state_dict()``, which grows with the trials
 for some strategies) or, between snapshots, the calls made to the strategy since the last one,
@@ -36,9 +36,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from ultron.services import keys
-from ultron.services.secrets import redacted_spec
-from ultron.worker.trial import TrialResult
+from ultron.redis import keys
+from ultron.secrets import redacted_spec
+from ultron.trial_records import TrialResult
 
 if TYPE_CHECKING:
     from ultron.spec.job import JobSpec

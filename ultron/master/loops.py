@@ -29,10 +29,10 @@ from ultron.algorithms.space import Config, canonical
 from ultron.algorithms.stoppers.base import Decision
 from ultron.errors import JobFailedError
 from ultron.master.early_stopping import StopperDriver
+from ultron.master.interfaces import Cache, Dispatcher, OnResult, Store
 from ultron.master.job_state import JobState
-from ultron.master.parts import Cache, Dispatcher, OnResult, Store
 from ultron.master.strategy_log import StrategyLog
-from ultron.worker.trial import TrialRequest, TrialResult, TrialStatus
+from ultron.trial_records import TrialRequest, TrialResult, TrialStatus
 
 __all__ = ["Master", "SearchSettings"]
 

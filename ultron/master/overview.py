@@ -1,7 +1,7 @@
 """What the terminal shows of jobs: read from the Redis the jobs share, never from a job's
 process, so ``ultron status`` and ``ultron jobs`` work from any machine that reaches it.
 
-A job is known by its hash ``ultron:job:<id>`` (:mod:`ultron.services.keys`): its status, the
+A job is known by its hash ``ultron:job:<id>`` (:mod:`ultron.redis.keys`): its status, the
 spec its first run stored (redacted), when it last changed; its trial table gives the trials
 done and the best so far; while it runs, ``...:run:running`` names the trials in flight and
 ``...:run:reports:<trial>`` holds what each reported (``ultron.report``), newest last.
@@ -25,8 +25,8 @@ from typing import Any
 from ultron.algorithms.base import Direction
 from ultron.master.job_state import JobStore
 from ultron.master.results import best_trial
-from ultron.services import keys
-from ultron.worker.trial import TrialResult
+from ultron.redis import keys
+from ultron.trial_records import TrialResult
 
 __all__ = ["JobOverview", "RunningTrial", "known_jobs", "overview"]
 

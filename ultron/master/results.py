@@ -16,7 +16,7 @@ from typing import Any
 import fsspec
 
 from ultron.algorithms.base import Direction
-from ultron.worker.trial import TrialResult, TrialStatus
+from ultron.trial_records import TrialResult, TrialStatus
 
 __all__ = ["HPOResult", "best_trial", "leaderboard", "write_results"]
 

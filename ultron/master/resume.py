@@ -54,7 +54,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from ultron.errors import ConfigIssue, SpecError
 from ultron.master.job_state import JobStore
-from ultron.services.secrets import redacted_spec
+from ultron.secrets import redacted_spec
 from ultron.spec.job import JobSpec
 
 __all__ = ["MAY_CHANGE", "check_or_store_spec", "check_resume"]

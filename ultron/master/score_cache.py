@@ -4,7 +4,7 @@ What determines a trial's score is the code base, the data (for a job with a ``d
 section: the same data batched the same way), the model class, the trial's seed (derived
 from the job seed and the configuration) and the configuration; the objective metric picks
 one of the numbers the trial returned. The cache keys on all of it: one Redis hash per code
-base, data, model class and job seed (:func:`ultron.services.keys.score_cache`), a field per
+base, data, model class and job seed (:func:`ultron.redis.keys.score_cache`), a field per
 configuration. The key holds the job's tenant too: a tenant's job never reads another tenant's
 scores, not even of the same computation (a tenant may not learn what another one trained).
 An entry keeps every metric the trial returned, and answers a job only when it holds that
@@ -39,7 +39,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ultron.algorithms.space import Config, canonical
-from ultron.services import keys
+from ultron.redis import keys
 
 __all__ = ["ScoreCache", "answer", "clear_cache", "stored_entry"]
 
@@ -116,7 +116,7 @@ class ScoreCache:
         code_hash: the content hash of the code base.
         model: the model class, ``module:Class`` (``JobSpec.model``).
         seed: the job seed (``JobSpec.seed``); each trial's seed derives from it and the
-            configuration (:func:`ultron.worker.trial.trial_seed`).
+            configuration (:func:`ultron.trial_records.trial_seed`).
         metric: the job's objective metric (``JobSpec.objective.metric``).
         tenant: the job's tenant (``JobSpec.tenant``): only its own entries answer it.
         data_hash: the data service's fingerprint (``DataServiceHandle.fingerprint()``), or

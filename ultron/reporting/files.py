@@ -12,7 +12,7 @@ import fsspec
 
 from ultron.algorithms.base import Direction
 from ultron.errors import UltronError
-from ultron.worker.trial import TrialResult
+from ultron.trial_records import TrialResult
 
 __all__ = ["JobFiles", "read_job", "read_json", "write_files"]
 

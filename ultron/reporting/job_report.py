@@ -15,7 +15,7 @@ from ultron.master.results import leaderboard
 from ultron.reporting import plots
 from ultron.reporting.files import JobFiles, write_files
 from ultron.reporting.html import Page
-from ultron.worker.trial import TrialResult
+from ultron.trial_records import TrialResult
 
 __all__ = ["REPORT_FILE", "job_report_html", "write_job_report"]
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ultron.algorithms.base import Direction
-from ultron.worker.trial import TrialResult
+from ultron.trial_records import TrialResult
 
 __all__ = ["SeedRun", "StrategySummary", "best_so_far", "run_from_trials", "summarize"]
 

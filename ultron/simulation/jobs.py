@@ -46,7 +46,7 @@ from ultron.master.loops import Master, SearchSettings
 from ultron.master.results import best_trial
 from ultron.master.score_cache import answer, stored_entry
 from ultron.simulation.benchmark import Benchmark, LearningCurve, SimulatedClock
-from ultron.worker.trial import TrialRequest, TrialResult, TrialStatus
+from ultron.trial_records import TrialRequest, TrialResult, TrialStatus
 
 __all__ = ["MemoryCache", "MemoryStore", "SimulatedDispatcher", "SimulatedJob", "simulate_job"]
 

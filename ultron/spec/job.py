@@ -30,7 +30,7 @@ from ultron.algorithms.space import SearchSpace
 from ultron.datamanager.spec import DataSpec
 from ultron.spec.cluster import ClusterSpec, LocalCluster
 from ultron.spec.paper import PAPER_KEY_NAMES, from_paper
-from ultron.spec.parts import EarlyStopping, Objective, Resources
+from ultron.spec.sections import EarlyStopping, Objective, Resources
 from ultron.spec.space import (
     DomainSpec,
     Strict,

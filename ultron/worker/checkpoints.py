@@ -12,9 +12,9 @@ from __future__ import annotations
 import logging
 import threading
 
+from ultron.trial_records import TrialRequest
 from ultron.worker.checkpoint_store import restore_latest
 from ultron.worker.syncer import CheckpointSyncer
-from ultron.worker.trial import TrialRequest
 
 __all__ = ["flush_checkpoints", "restore_for", "start_sync"]
 

@@ -1,7 +1,7 @@
 """Deterministic settings of the trial process, for a spec with ``deterministic: true``.
 
 The seed of a trial (derived from the job seed and the configuration,
-:func:`ultron.worker.trial.trial_seed`) already seeds ``random``, numpy and torch before
+:func:`ultron.trial_records.trial_seed`) already seeds ``random``, numpy and torch before
 ``score`` runs. With ``deterministic: true`` the frameworks also give up their nondeterministic
 kernels: PyTorch (``torch.use_deterministic_algorithms``, cuDNN's deterministic mode without
 benchmarking, ``CUBLAS_WORKSPACE_CONFIG``) and TensorFlow (op determinism and its seeds).

@@ -8,7 +8,7 @@ ones, and the trial process sees only its own in ``CUDA_VISIBLE_DEVICES`` (:func
 read by :mod:`ultron.worker.runner`). Trials of one share always fit where Dask let them in; a
 trial whose share fits on no GPU yet (jobs of other shares left gaps) waits for room.
 
-The worker's GPUs are :func:`ultron.services.gpus.visible_gpus`: ``CUDA_VISIBLE_DEVICES`` of
+The worker's GPUs are :func:`ultron.cluster.gpus.visible_gpus`: ``CUDA_VISIBLE_DEVICES`` of
 a local worker, which the local cluster pins, or ``ULTRON_GPUS``, NVML, ``nvidia-smi``.
 
 Example:
@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, TypeVar
 
+from ultron.cluster.gpus import visible_gpus
 from ultron.errors import UltronError
-from ultron.services.gpus import visible_gpus
 
 __all__ = ["GpuBook", "GpuClaim", "gpu_environ", "on_claimed_gpus", "trial_gpus"]
 

@@ -23,7 +23,7 @@ import types
 from collections.abc import Sequence
 from typing import Any
 
-from ultron.containerize.usercode import claim_names
+from ultron.usercode import claim_names
 
 __all__ = ["inspect_model", "main"]
 

@@ -8,7 +8,7 @@ memory. :func:`warm_up` starts and primes them before the first trial; :func:`ch
 
 A trial process holds itself to the trial's ``memory_limit`` for its whole life, and gets the
 worker's environment less the secrets it does not need
-(:func:`ultron.services.secrets.trial_environ`): no Redis URL, and object-store credentials
+(:func:`ultron.secrets.trial_environ`): no Redis URL, and object-store credentials
 only for a trial that reads an object store itself. So warm processes are kept by code base,
 limit and credentials. Stopping one ends everything it started, children in sessions of their
 own included (see :meth:`WarmProcess.kill`).
@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from typing import Any
 
-from ultron.services.secrets import trial_environ
+from ultron.secrets import trial_environ
 from ultron.worker.devices import gpu_environ, trial_gpus
 from ultron.worker.isolation import descendants
 

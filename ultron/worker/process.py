@@ -2,7 +2,7 @@
 
 It is started with the trial environment's interpreter (``python -P -m ultron.worker.process FD
 [CODE_PATH ...]``): the code base's names import from its folders first
-(:func:`ultron.containerize.usercode.claim_names`) and the worker's current folder is not on
+(:func:`ultron.usercode.claim_names`) and the worker's current folder is not on
 ``sys.path``, so the user's modules own their names. It imports the user's model once,
 then serves trial requests over a socket until the socket closes. A user error is caught and
 reported, and the process serves the next trial; a crash kills only this process, which the
@@ -33,8 +33,8 @@ from collections.abc import Mapping, Sequence
 from multiprocessing.connection import Connection
 from typing import Any
 
-from ultron.containerize.usercode import claim_names
 from ultron.model import TrialContext, set_current_trial
+from ultron.usercode import claim_names
 from ultron.worker.determinism import apply_determinism
 from ultron.worker.isolation import become_subreaper, end_descendants, limit_memory
 

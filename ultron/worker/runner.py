@@ -18,15 +18,14 @@ from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlsplit
 
-from ultron.algorithms.space import canonical
-from ultron.services import keys
+from ultron.redis import keys
 from ultron.settings import settings
+from ultron.trial_records import TrialRequest, TrialResult, TrialStatus, stored_answer
 from ultron.worker.checkpoints import restore_for, start_sync
 from ultron.worker.devices import on_claimed_gpus
 from ultron.worker.pool import ProcessDied, WarmProcess, checkin, checkout
-from ultron.worker.trial import TrialRequest, TrialResult, TrialStatus
 
-__all__ = ["reads_object_store", "run_trial", "stored_answer"]
+__all__ = ["reads_object_store", "run_trial"]
 
 logger = logging.getLogger(__name__)
 
@@ -79,7 +78,7 @@ _clients: dict[str, Any] = {}
 
 def _redis(url: str) -> Any:
     if url not in _clients:
-        from ultron.services.redis_client import connect
+        from ultron.redis.client import connect
 
         _clients[url] = connect(url)
     return _clients[url]
@@ -113,31 +112,6 @@ def _last_reported(request: TrialRequest) -> float | None:
         if request.metric in entry:
             return float(entry[request.metric])
     return None
-
-
-def stored_answer(
-    raw: str | bytes | None, hyperparameters: dict[str, Any]
-) -> dict[str, Any] | None:
-    """An attempt's answer as ``run_trial`` stored it in Redis, if it is one of a trial of
-    ``hyperparameters``; ``None`` otherwise (nothing stored, or a stale answer of another
-    configuration under the same trial id and attempt).
-
-    The answer's ``hyperparameters`` are the request's own objects, not their JSON copy.
-
-    Example:
-        >>> stored = '{"status": "completed", "hyperparameters": {"k": [1, 2]}}'
-        >>> stored_answer(stored, {"k": (1, 2)})
-        {'status': 'completed', 'hyperparameters': {'k': (1, 2)}}
-        >>> stored_answer(stored, {"k": [3]}) is None
-        True
-    """
-    if raw is None:
-        return None
-    answer: dict[str, Any] = json.loads(raw)
-    if canonical(answer.get("hyperparameters") or {}) != canonical(hyperparameters):
-        return None
-    answer["hyperparameters"] = hyperparameters
-    return answer
 
 
 @on_claimed_gpus

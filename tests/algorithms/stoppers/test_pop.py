@@ -15,7 +15,7 @@ from ultron.algorithms.space import Choice, IntRange, SearchSpace
 from ultron.algorithms.stoppers import POP, Decision
 from ultron.simulation.benchmark import LearningCurve, SimulatedClock
 from ultron.simulation.jobs import simulate_job
-from ultron.worker.trial import TrialStatus
+from ultron.trial_records import TrialStatus
 
 MAX = 30
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from ultron.containerize.modelcheck import check_model
-from ultron.containerize.usercode import import_paths
 from ultron.errors import SpecError
+from ultron.usercode import import_paths
 
 GOOD = """\
 print("a model that prints while it is imported")

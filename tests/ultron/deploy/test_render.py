@@ -11,7 +11,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner, Result
 
-from ultron.cli import app
+from ultron.cli.main import app
 from ultron.deploy import InfraValues, load_values, render
 from ultron.errors import SpecError
 
@@ -183,7 +183,7 @@ def test_the_jobs_redis_url_is_one_ultron_reads() -> None:
     """REDIS_URL as a job pod sees it (Kubernetes substitutes $(REDIS_PASSWORD)) names every
     sentinel, the master's name and both passwords to ultron's own parser."""
     from ultron.deploy.redis import redis_env
-    from ultron.services.redis_client import parse_sentinel_url
+    from ultron.redis.client import parse_sentinel_url
 
     values = InfraValues.model_validate({"redis": {"sentinels": 5, "master_name": "hpo"}})
     env = {e["name"]: e for e in redis_env(values)}

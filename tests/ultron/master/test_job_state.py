@@ -9,7 +9,7 @@ import redis
 
 from ultron.master.job_state import JobState, JobStatus, JobStore
 from ultron.spec.job import JobSpec
-from ultron.worker.trial import TrialResult, TrialStatus
+from ultron.trial_records import TrialResult, TrialStatus
 
 
 def _trial(i: int, status: TrialStatus = TrialStatus.COMPLETED) -> TrialResult:

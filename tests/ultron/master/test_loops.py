@@ -13,7 +13,7 @@ from ultron.master.job_state import JobState
 from ultron.master.loops import Master, SearchSettings
 from ultron.simulation.benchmark import LearningCurve, SimulatedClock
 from ultron.simulation.jobs import MemoryCache, MemoryStore, SimulatedDispatcher
-from ultron.worker.trial import TrialRequest
+from ultron.trial_records import TrialRequest
 
 SPACE = SearchSpace({"x": Uniform(0.0, 1.0)})
 

@@ -21,10 +21,10 @@ from ultron.containerize.environment import TrialEnvironment
 from ultron.master.dispatcher import TrialDispatcher
 from ultron.master.job_state import JobState, JobStore
 from ultron.master.results import write_results
-from ultron.services.secrets import MASK, add_secrets
+from ultron.secrets import MASK, add_secrets
 from ultron.spec.job import JobSpec
+from ultron.trial_records import TrialStatus
 from ultron.worker.pool import shutdown_processes
-from ultron.worker.trial import TrialStatus
 
 TOKEN = f"tok-{uuid.uuid4().hex}"  # a secret the master knows (install_redaction adds them)
 URL_PASSWORD = "url-pw-4242"  # in no list: masked because it is a URL's password

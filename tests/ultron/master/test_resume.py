@@ -12,7 +12,7 @@ from ultron.errors import SpecError
 from ultron.master.job_state import JobState, JobStore
 from ultron.master.resume import MAY_CHANGE, check_or_store_spec, check_resume
 from ultron.spec.job import JobSpec
-from ultron.worker.trial import TrialResult, TrialStatus
+from ultron.trial_records import TrialResult, TrialStatus
 
 BASE: dict[str, Any] = {
     "name": "resume",

@@ -15,14 +15,14 @@ import pytest
 import redis
 
 from ultron.algorithms import Choice, Direction, GridSearch, SearchSpace
+from ultron.master.interfaces import Cache
 from ultron.master.job_state import JobState
 from ultron.master.loops import Master, SearchSettings
-from ultron.master.parts import Cache
 from ultron.master.score_cache import ScoreCache, clear_cache
-from ultron.services import keys
+from ultron.redis import keys
 from ultron.simulation.benchmark import LearningCurve, SimulatedClock
 from ultron.simulation.jobs import MemoryCache, MemoryStore, SimulatedDispatcher
-from ultron.worker.trial import TrialResult, TrialStatus
+from ultron.trial_records import TrialResult, TrialStatus
 
 CONFIG = {"lr": 0.1, "layers": 2}
 SAME = {

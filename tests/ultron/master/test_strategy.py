@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from ultron.algorithms.random_search import RandomSearch
-from ultron.containerize.usercode import import_paths, user_code
 from ultron.errors import SpecError
 from ultron.master.strategy import build_stopper, build_strategy, check_options
 from ultron.spec.job import JobSpec
+from ultron.usercode import import_paths, user_code
 
 TOY = Path(__file__).parents[2] / "data" / "toy"
 

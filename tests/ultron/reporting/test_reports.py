@@ -23,7 +23,7 @@ from ultron.reporting import (
     write_job_report,
 )
 from ultron.reporting.plots import ReportingUnavailable, require_matplotlib
-from ultron.worker.trial import TrialResult, TrialStatus
+from ultron.trial_records import TrialResult, TrialStatus
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

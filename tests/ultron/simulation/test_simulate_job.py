@@ -12,7 +12,7 @@ from ultron.algorithms import Choice, Direction, GridSearch, RandomSearch, Searc
 from ultron.algorithms.stoppers import ASHA, Command, Decision, Hyperband, Stopper
 from ultron.simulation.benchmark import LearningCurve
 from ultron.simulation.jobs import simulate_job
-from ultron.worker.trial import TrialStatus
+from ultron.trial_records import TrialStatus
 
 STEPS = 27
 

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from ultron.containerize.usercode import import_paths, user_code
 from ultron.errors import ConfigIssue, SpecError
 from ultron.master.strategy import build_strategy
 from ultron.spec.codebase import check_code_base
 from ultron.spec.job import JobSpec
 from ultron.spec.loader import load_spec
+from ultron.usercode import import_paths, user_code
 
 REPO = Path(__file__).parents[3]
 DATA = Path(__file__).parents[2] / "data"

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from ultron.errors import UltronError
-from ultron.spec.parts import Resources
+from ultron.spec.sections import Resources
+from ultron.trial_records import TrialRequest, TrialStatus
 from ultron.worker.devices import GpuBook
-from ultron.worker.trial import TrialRequest, TrialStatus
 
 # A trial that records when it ran and which GPUs it was shown, and holds on until four trials
 # run at once (or 30 s pass), so that a wave reaches the limit whatever the machine's load.

@@ -19,9 +19,9 @@ import pytest
 from dask.utils import parse_bytes
 
 from ultron.checkpoints import new_checkpoint_dir, save_torch
+from ultron.trial_records import TrialRequest, TrialStatus
 from ultron.worker.pool import shutdown_processes
 from ultron.worker.runner import run_trial
-from ultron.worker.trial import TrialRequest, TrialStatus
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="RLIMIT_DATA, /proc and subreapers are Linux's"

@@ -18,10 +18,10 @@ import pytest
 
 from ultron.algorithms.base import Direction
 from ultron.master.results import write_results
+from ultron.trial_records import TrialRequest, TrialResult, TrialStatus
 from ultron.worker.pool import shutdown_processes
 from ultron.worker.process import _objective, run_one
 from ultron.worker.runner import run_trial
-from ultron.worker.trial import TrialRequest, TrialResult, TrialStatus
 
 
 @pytest.mark.parametrize(

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 import redis
 
+from ultron.trial_records import TrialRequest, TrialStatus
 from ultron.worker.pool import shutdown_processes
 from ultron.worker.runner import run_trial
-from ultron.worker.trial import TrialRequest, TrialStatus
 
 TOY = Path(__file__).parents[2] / "data" / "toy"
 JOB = f"runner-test-{uuid.uuid4().hex[:8]}"

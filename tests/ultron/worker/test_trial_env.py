@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
+from ultron.trial_records import TrialRequest, TrialStatus
 from ultron.worker.pool import shutdown_processes, warm_up
 from ultron.worker.runner import reads_object_store, run_trial
-from ultron.worker.trial import TrialRequest, TrialStatus
 
 MODEL = """
 import os

@@ -1,0 +1,175 @@
+"""``ultron status``, ``ultron cancel``, ``ultron jobs`` and ``ultron --version`` against a real
+job: ``ultron run`` in a process of its own, a real Redis, a real Dask cluster.
+
+The commands read only the Redis the jobs share, as they would from another machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import redis
+import yaml
+from typer.testing import CliRunner, Result
+
+import ultron
+from ultron.cli.main import app
+from ultron.limiter.resource_limiter import ResourceLimiter
+from ultron.redis import keys
+
+REPO = Path(__file__).parents[2]
+ULTRON = str(Path(sys.executable).with_name("ultron"))
+runner = CliRunner()
+
+
+def _ultron(*args: str) -> Result:
+    return runner.invoke(app, list(args), env={"COLUMNS": "200"})
+
+
+def test_version_prints_the_installed_version() -> None:
+    result = _ultron("--version")
+    assert result.exit_code == 0
+    assert result.output.strip() == f"ultron-automl {ultron.__version__}"
+
+
+def test_jobs_lists_every_known_job_newest_first_with_state_and_best(
+    redis_url: str, redis_client: redis.Redis
+) -> None:
+    spec = {"name": "x", "objective": {"metric": "loss", "mode": "minimize"}, "tenant": "t-1"}
+    trial = {"trial_id": "0000", "status": "completed", "hyperparameters": {"x": 1}}
+    made = []
+    for n, (status, score) in enumerate([("completed", 0.5), ("failed", 0.25), ("cancelled", 2)]):
+        job_id = f"listed-{os.getpid()}-{n}"
+        made.append(job_id)
+        redis_client.hset(
+            keys.job(job_id),
+            mapping={"status": status, "updated": str(1000.0 + n), "spec": json.dumps(spec)},
+        )
+        redis_client.hset(keys.job_trials(job_id), "0000", json.dumps({**trial, "score": score}))
+    try:
+        result = _ultron("jobs", "--redis-url", redis_url, "--tenant", "t-1")
+        assert result.exit_code == 0, result.output
+        rows = [line for line in result.output.splitlines() if "listed-" in line]
+        assert [r.split("│")[1].strip() for r in rows] == made[::-1]  # newest first
+        assert "cancelled" in rows[0] and "loss 2" in rows[0]
+        assert "failed" in rows[1] and "loss 0.25" in rows[1]
+    finally:
+        for job_id in made:
+            redis_client.delete(keys.job(job_id), keys.job_trials(job_id))
+
+
+def test_status_and_cancel_of_an_unknown_job_say_so(redis_url: str) -> None:
+    for command in ("status", "cancel"):
+        result = _ultron(command, "no-such-job-7", "--redis-url", redis_url)
+        assert result.exit_code == 2
+        assert "job 'no-such-job-7' is not known to this Redis" in result.output
+        assert "Traceback" not in result.output
+
+
+def _spec(tmp_path: Path, redis_url: str) -> Path:
+    spec = {
+        "name": "watch-me",
+        "code": str(REPO / "tests" / "data" / "toy"),
+        "model": "toy_model:Epochs",
+        # Long trials that report every 0.3 s: running when status and cancel look.
+        "search_space": {"x": {"type": "uniform", "low": 0.0, "high": 1.0}, "epochs": [400]},
+        "num_iterations": 4,
+        "parallelism": 2,
+        "redis_url": redis_url,
+        "storage": str(tmp_path / "runs"),
+    }
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def _wait_for_reports(proc: subprocess.Popen[str], job_id: str, redis_url: str) -> str:
+    """``ultron status JOB`` output once it shows two running trials with a report each."""
+    deadline = time.monotonic() + 300  # a job's start: environment, cluster, Prefect
+    while True:
+        assert proc.poll() is None, proc.communicate()
+        shown = _ultron("status", job_id, "--redis-url", redis_url).output
+        if shown.count("step ") >= 2:
+            return shown
+        assert time.monotonic() < deadline, f"no trial reported; last status:\n{shown}"
+        time.sleep(0.5)
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("ultron_home")
+def test_status_shows_running_trials_and_cancel_stops_the_job_cleanly(
+    tmp_path: Path, redis_url: str, redis_client: redis.Redis
+) -> None:
+    job_id = f"watch-me-{os.getpid()}"
+    env = {**os.environ, "ULTRON_CANCEL_GRACE": "3", "COLUMNS": "200"}
+    proc = subprocess.Popen(
+        [ULTRON, "run", str(_spec(tmp_path, redis_url)), "--job-id", job_id],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
+    try:
+        shown = _wait_for_reports(proc, job_id, redis_url)
+        assert f"job {job_id} (default): running, " in shown
+        # 0 done: the job shows as running from its start, not from its first round's end.
+        assert "0 of 4 trials done" in shown and "2 running trial(s)" in shown
+        assert "loss=" in shown and "x=" in shown  # each trial's latest report, configuration
+        tree = [proc.pid, *(c.pid for c in psutil.Process(proc.pid).children(recursive=True))]
+
+        # The issue's bound: stopped within 15 s. `cancel --wait 15` polls the job's state
+        # until then; the trials get ULTRON_CANCEL_GRACE (3 s), finalize the rest.
+        cancelled = _ultron("cancel", job_id, "--wait", "15", "--redis-url", redis_url)
+        assert cancelled.exit_code == 0, cancelled.output
+        assert f"job {job_id} cancelled" in cancelled.output
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 130, (out, err)  # as a cancelled `ultron run` ends
+        assert "cancelled" in err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    # Transient keys gone (reports, stop flags, the cancel request); the record of the trials
+    # that were running stays by design: they resume from their checkpoints (README).
+    left = set(redis_client.scan_iter(match=keys.job_run(job_id, "*")))
+    assert left <= {keys.job_run(job_id, "running")}, left
+    limiter = ResourceLimiter(redis.Redis.from_url(redis_url), max_units=64)
+    assert job_id not in limiter.holders()
+    # Every process of the job ends (the Dask workers and Prefect's temporary server take a
+    # moment after the job's process has exited).
+    procs = [p for p in map(_process, tree) if p is not None]
+    _, alive = psutil.wait_procs(procs, timeout=30)
+    assert not [(p.pid, _cmdline(p)) for p in alive if _alive(p.pid)]
+    listed = _ultron("jobs", "--redis-url", redis_url).output
+    row = next(line for line in listed.splitlines() if job_id in line)
+    assert "cancelled" in row
+    # The running trials resume from their checkpoints when the job runs again with its id.
+    assert redis_client.hget(keys.job(job_id), "status") == "cancelled"
+
+
+def _process(pid: int) -> psutil.Process | None:
+    try:
+        return psutil.Process(pid)
+    except psutil.NoSuchProcess:
+        return None
+
+
+def _cmdline(proc: psutil.Process) -> str:
+    try:
+        return " ".join(proc.cmdline())
+    except psutil.Error:
+        return "?"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False

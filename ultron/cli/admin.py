@@ -1,0 +1,229 @@
+"""The platform team's commands: ``ultron limits`` shows and sets the compute-unit limits, and
+``ultron jobs`` lists every job the Redis knows, newest first, with its state (the units it
+holds or waits for) and best score.
+
+Every command finds Redis as ``ultron cache clear`` does: ``--redis-url``, else ``REDIS_URL``,
+else the embedded server of this machine (started for the command if none runs). The limits
+live in Redis (:mod:`ultron.limiter.resource_limiter`): a job reads them when it starts
+waiting, so a change applies to the jobs that start waiting after it; jobs holding units keep them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Annotated, NoReturn
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from ultron.errors import ConfigIssue, UltronError
+
+if TYPE_CHECKING:
+    from ultron.limiter.resource_limiter import ResourceLimiter
+
+__all__ = ["jobs", "limits_app", "register"]
+
+
+def _out() -> Console:
+    """The terminal, measured when a command prints (COLUMNS may differ from import time)."""
+    return Console()
+
+
+err_console = Console(stderr=True, soft_wrap=True)
+
+limits_app = typer.Typer(
+    help="The compute-unit limits: global and per tenant (shown without a command)."
+)
+
+RedisUrl = Annotated[
+    str | None,
+    typer.Option(help="The Redis the jobs share; default REDIS_URL, else the embedded one."),
+]
+TenantOption = Annotated[str | None, typer.Option(help="Only this tenant.")]
+
+
+def register(app: typer.Typer) -> None:
+    """Adds ``ultron limits`` and ``ultron jobs`` to the ``ultron`` command."""
+    app.add_typer(limits_app, name="limits")
+    app.command("jobs")(jobs)
+
+
+def _fail(exc: Exception) -> NoReturn:
+    err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+    raise typer.Exit(code=2)
+
+
+@contextlib.contextmanager
+def shared_redis(redis_url: str | None) -> Iterator[str]:
+    """The URL of the Redis the jobs share: ``--redis-url``, else ``REDIS_URL`` (each checked
+    in seconds), else this machine's embedded server, used for the block. Bad ones end the
+    command with one error."""
+    from ultron.paths import ultron_home
+    from ultron.preflight import check_redis
+    from ultron.servers.redis_share import ensure_embedded_redis
+
+    url = redis_url or os.environ.get("REDIS_URL")
+    with contextlib.ExitStack() as stack:
+        try:
+            if url:
+                check_redis(url, field="--redis-url" if redis_url else "REDIS_URL")
+            else:
+                url = stack.enter_context(ensure_embedded_redis(ultron_home() / "redis")).url
+        except UltronError as exc:
+            _fail(exc)
+        yield url
+
+
+@contextlib.contextmanager
+def _limiter(redis_url: str | None) -> Iterator[ResourceLimiter]:
+    """A limiter of the shared Redis, with the global limit stored there (or the default)."""
+    from ultron.limiter.limits import read_max_units
+    from ultron.limiter.resource_limiter import ResourceLimiter
+    from ultron.redis.client import connect
+    from ultron.settings import settings
+
+    with shared_redis(redis_url) as url:
+        client = connect(url)
+        try:
+            max_units = read_max_units(client, default=settings().max_units)
+        except UltronError as exc:
+            _fail(exc)
+        yield ResourceLimiter(client, max_units=max_units)
+
+
+def _units(value: float) -> str:
+    """Units as a person reads them: ``3``, ``0.75``; a sum of fractions shows no float noise
+    (0.1 + 0.2 is ``0.3``)."""
+    return format(round(value, 9), ".12g")
+
+
+def _when(since: float) -> str:
+    stamp = datetime.fromtimestamp(since, UTC).strftime("%Y-%m-%d %H:%M:%S")
+    return f"{stamp} UTC ({max(0.0, time.time() - since):.0f}s ago)"
+
+
+@limits_app.callback(invoke_without_command=True)
+def limits(ctx: typer.Context, redis_url: RedisUrl = None) -> None:
+    """Show the global and per-tenant limits, the units in use and the jobs waiting."""
+    if ctx.invoked_subcommand is None:
+        show(redis_url)
+
+
+@limits_app.command("show")
+def show(redis_url: RedisUrl = None) -> None:
+    """Show the global and per-tenant limits, the units in use and the jobs waiting."""
+    from ultron.limiter.limits import tenant_limits
+    from ultron.redis import keys
+
+    with _limiter(redis_url) as limiter:
+        try:
+            per_tenant = tenant_limits(limiter.client)
+        except UltronError as exc:
+            _fail(exc)
+        stored = limiter.client.exists(keys.limiter("max_units")) > 0
+        holders, waiters = limiter.holders().values(), limiter.waiters()
+    in_use = _units(sum(h.units for h in holders))
+    origin = "set in Redis" if stored else "the default, ULTRON_MAX_UNITS"
+    _out().print(
+        f"global: max_units {limiter.max_units} ({origin}); {in_use} in use; "
+        f"{len(waiters)} job(s) waiting",
+        highlight=False,
+    )
+    table = Table(title="Tenants")
+    for column in ("tenant", "max units", "in use", "holding", "waiting"):
+        table.add_column(column)
+    tenants = set(per_tenant) | {h.tenant for h in holders} | {w.tenant for w in waiters}
+    for tenant in sorted(tenants):
+        mine = [h for h in holders if h.tenant == tenant]
+        table.add_row(
+            escape(tenant),
+            str(per_tenant.get(tenant, "none")),
+            _units(sum(h.units for h in mine)),
+            f"{len(mine)} job(s)",
+            f"{sum(w.tenant == tenant for w in waiters)} job(s)",
+        )
+    _out().print(table)
+
+
+@limits_app.command("set")
+def set_limit(
+    max_units: Annotated[
+        int | None, typer.Option("--max-units", help="The limit in units (1 or more).")
+    ] = None,
+    tenant: Annotated[
+        str | None, typer.Option(help="Set this tenant's limit instead of the global one.")
+    ] = None,
+    unset: Annotated[
+        bool, typer.Option("--unset", help="Remove the limit (global: back to the default).")
+    ] = False,
+    redis_url: RedisUrl = None,
+) -> None:
+    """Set (or, with --unset, remove) the global limit or a tenant's limit."""
+    from ultron.limiter.limits import set_max_units, set_tenant_max_units
+
+    if (max_units is None) == (not unset):
+        rule = "give exactly one of --max-units N and --unset"
+        fix = "e.g. `ultron limits set --tenant team-a --max-units 8`"
+        _fail(UltronError(str(ConfigIssue("--max-units", max_units, rule, fix))))
+    what = f"max_units of tenant {tenant!r}" if tenant is not None else "the global max_units"
+    with _limiter(redis_url) as limiter:
+        try:
+            if tenant is None:
+                set_max_units(limiter.client, max_units)
+            else:
+                set_tenant_max_units(limiter.client, tenant, max_units)
+        except UltronError as exc:
+            _fail(exc)
+    done = "removed" if unset else f"set to {max_units}"
+    _out().print(f"{escape(what)} {done}; jobs that start waiting now apply it", highlight=False)
+
+
+def jobs(tenant: TenantOption = None, redis_url: RedisUrl = None) -> None:
+    """Every job the Redis knows, newest first: its state (running, completed, failed,
+    cancelled; holding or waiting for units), tenant, units, best score, since when."""
+    from ultron.master.overview import known_jobs, overview
+
+    rows: dict[str, tuple[float, list[str]]] = {}
+    with _limiter(redis_url) as limiter:
+        holders, waiters = limiter.holders(), limiter.waiters()
+        known = [overview(limiter.client, job_id) for job_id in known_jobs(limiter.client)]
+    for job in known:
+        best = f"{job.metric} {job.best_score:.6g}" if job.best_score is not None else "-"
+        held = holders.get(job.job_id)
+        state = f"{job.status} (holding)" if held and job.status == "running" else job.status
+        units = _units(held.units) if held else "-"
+        cells = [job.job_id, job.tenant, state, units, best]
+        rows[job.job_id] = (job.updated, cells)
+    for job_id, lease in holders.items():
+        held_units = _units(lease.units)
+        if job_id not in rows:
+            rows[job_id] = (lease.since, [job_id, lease.tenant, "holding", held_units, "-"])
+        else:
+            rows[job_id][1][-2] = held_units
+    places: dict[str, int] = {}
+    for waiting in waiters:
+        places[waiting.tenant] = places.get(waiting.tenant, 0) + 1
+        state = f"waiting (#{places[waiting.tenant]} of its tenant)"
+        units = _units(waiting.units)
+        rows[waiting.job_id] = (waiting.since, [waiting.job_id, waiting.tenant, state, units, "-"])
+    shown = [
+        (since, cells)
+        for since, cells in sorted(rows.values(), key=lambda r: -r[0])
+        if tenant in (None, cells[1])
+    ]
+    if not shown:
+        whose = "" if tenant is None else f" of tenant {tenant!r}"
+        _out().print(f"no job{escape(whose)} is known to this Redis", highlight=False)
+        return
+    table = Table(title="Jobs" if tenant is None else f"Jobs of tenant {escape(tenant)}")
+    for column in ("job", "tenant", "state", "units", "best", "since"):
+        table.add_column(column, overflow="fold")
+    for since, cells in shown:
+        table.add_row(*map(escape, cells), _when(since) if since else "-")
+    _out().print(table)

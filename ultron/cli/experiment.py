@@ -1,0 +1,112 @@
+"""``ultron experiment SPEC --seeds N``: seeded jobs per strategy and their spread; and
+``ultron report JOB``: the HTML report of a finished job."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from ultron.errors import SpecError, UltronError
+
+__all__ = ["experiment", "register", "report"]
+
+err_console = Console(stderr=True, soft_wrap=True)
+
+
+def register(app: typer.Typer) -> None:
+    """Adds ``ultron experiment`` and ``ultron report`` to the ``ultron`` command."""
+    app.command("experiment")(experiment)
+    app.command("report")(report)
+
+
+def _fail(exc: Exception) -> NoReturn:
+    """One clean error; exit 2 for bad input (nothing ran), 1 for a job that failed."""
+    err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+    raise typer.Exit(code=2 if isinstance(exc, SpecError) else 1)
+
+
+def _names(text: str | None) -> list[str] | None:
+    return [name.strip() for name in text.split(",") if name.strip()] if text else None
+
+
+def experiment(
+    spec: Annotated[Path, typer.Argument(help="The job spec every job starts from.")],
+    seeds: Annotated[
+        int, typer.Option(min=1, help="Jobs per strategy (seeds spec.seed, +1, ...).")
+    ] = 3,
+    strategies: Annotated[
+        str | None,
+        typer.Option(help="Strategies to compare, comma-separated (default: the spec's)."),
+    ] = None,
+    stoppers: Annotated[
+        str | None,
+        typer.Option(
+            help="Early stoppers to compare, comma-separated; none for none (default: the spec's)."
+        ),
+    ] = None,
+    experiment_id: Annotated[
+        str | None, typer.Option(help="A stable id; the id of an unfinished experiment resumes it.")
+    ] = None,
+    storage: Annotated[
+        str | None, typer.Option(help="Where results go (default: the spec's).")
+    ] = None,
+) -> None:
+    """Run SEEDS jobs per strategy and write the table of best scores (mean, standard
+    deviation, every seed), the plots and an HTML report."""
+    from ultron.api import prefect_defaults
+    from ultron.flows.experiment import experiment as experiment_flow
+    from ultron.paths import check_job_id, new_job_id
+    from ultron.reporting.plots import require_matplotlib
+    from ultron.secrets import conceal
+    from ultron.servers.prefect import prefect_api
+    from ultron.spec.loader import load_spec
+
+    try:
+        require_matplotlib()
+        job = load_spec(spec, check_code=True)
+        if storage is not None:
+            job = job.model_copy(update={"storage": storage})
+        experiment_id = check_job_id(experiment_id or new_job_id(f"{job.name}-exp"))
+        err_console.print(
+            f"experiment {experiment_id}: resume with --experiment-id {experiment_id}",
+            highlight=False,
+        )
+        prefect_defaults()
+        with prefect_api():  # the machine's shared Prefect server, as ultron run uses
+            out = experiment_flow(
+                conceal(job),
+                seeds=seeds,
+                strategies=_names(strategies),
+                stoppers=_names(stoppers),
+                experiment_id=experiment_id,
+            )
+    except UltronError as exc:
+        _fail(exc)
+    table = Table("strategy", "seeds", "mean", "std", title=f"experiment {out['experiment_id']}")
+    for row in out["summary"]:
+        table.add_row(row["strategy"], str(row["seeds"]), f"{row['mean']:.6g}", f"{row['std']:.6g}")
+    console = Console()
+    console.print(table)
+    console.print(f"report: {escape(out['files']['report.html'])}", highlight=False, soft_wrap=True)
+
+
+def report(
+    job_id: Annotated[str, typer.Argument(help="The job's id.")],
+    storage: Annotated[
+        str, typer.Option(help="The job's storage (its spec's storage).")
+    ] = "ultron-runs",
+) -> None:
+    """Write the HTML report of a finished job beside its result files and print its path."""
+    from ultron.paths import job_results_url
+    from ultron.reporting import read_job, write_job_report
+
+    try:
+        path = write_job_report(read_job(job_results_url(storage, job_id)), title=job_id)
+    except UltronError as exc:
+        _fail(exc)
+    Console().print(f"report: {escape(path)}", highlight=False, soft_wrap=True)

@@ -1,0 +1,285 @@
+"""The ``ultron`` command line: ``ultron run SPEC``, ``ultron validate SPEC``, ``ultron serve``.
+
+The admin commands, ``ultron limits`` (show and set the stored limits) and ``ultron jobs`` (every
+job the Redis knows), are in :mod:`ultron.cli.admin`; ``ultron submit``, ``ultron status``,
+``ultron cancel`` and ``ultron --version`` in :mod:`ultron.cli.jobs`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+import sys
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from ultron.errors import JobCancelledError, SpecError, UltronError
+
+app = typer.Typer(
+    help="Ultron-AutoML: distributed hyper-parameter optimization.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+console = Console()
+# soft_wrap: an error is printed whole, its lines as they are, at any terminal width (rich would
+# otherwise break them at the width, COLUMNS or 80 without a terminal, mid-sentence).
+err_console = Console(stderr=True, soft_wrap=True)
+
+SpecArg = Annotated[Path, typer.Argument(help="The job spec, YAML or JSON.")]
+
+
+def _fail(exc: Exception) -> NoReturn:
+    # escape: an error quotes user input, and "[lr]" or "[/tmp]" there is text, not markup.
+    err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+    raise typer.Exit(code=2)
+
+
+@app.command()
+def validate(spec: SpecArg) -> None:
+    """Check a job spec; print every problem and exit non-zero if there is one."""
+    from ultron.spec.loader import load_spec
+
+    try:
+        job = load_spec(spec, check_code=True)
+    except SpecError as exc:
+        _fail(exc)
+    console.print(
+        f"[green]ok[/]: {escape(str(spec))} is a valid job spec ({escape(job.name)}: "
+        f"{job.num_iterations} trials of {job.model}, strategy {escape(job.strategy)})",
+        soft_wrap=True,
+    )
+
+
+def _leaderboard(result: Any, metric: str, top: int = 10) -> Table:
+    from ultron.master.results import leaderboard
+
+    board = leaderboard(result.trials, result.direction)[:top]
+    table = Table(title=f"Leaderboard (top {len(board)} of {len(result.trials)} trials)")
+    for name in ("rank", "trial", metric, "status", "hyperparameters"):
+        table.add_column(name)
+    for rank, t in enumerate(board, 1):
+        table.add_row(
+            str(rank),
+            t.trial_id,
+            f"{t.score:.6g}",
+            str(t.status),
+            ", ".join(f"{k}={v}" for k, v in t.hyperparameters.items()),
+        )
+    return table
+
+
+def _redirect_stderr(log_path: Path) -> None:
+    """Send this process's stderr (file descriptor 2), and so that of every process it starts,
+    to the job's log file: Prefect's and Dask's logs and tracebacks go there, the terminal keeps
+    our own lines. The error console keeps writing to the terminal's stderr."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    terminal = os.fdopen(os.dup(2), "w", buffering=1)
+    err_console.file = terminal
+    sys.stderr.flush()
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 2)
+    os.close(fd)
+
+
+def _file_logging(log_path: Path) -> None:
+    """With ``-v`` the terminal shows the logs; the log file still gets them."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(log_path)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.getLogger().addHandler(handler)
+
+
+def _trial_line(event: Any, metric: str) -> str:
+    """One line per finished trial, for a terminal-less run (``ultron run job.yaml > log``)."""
+    last = event.last
+    score = last.get("score")
+    shown = f"{metric}={score:.6g}" if isinstance(score, int | float) else f"{metric}=-"
+    best = f"best={event.best_score:.6g}" if event.best_score is not None else "best=-"
+    return (
+        f"trial {last.get('trial_id', '?')} {last.get('status', '?')} {shown} {best} "
+        f"({event.done}/{event.budget})"
+    )
+
+
+def _announce_cancel(job_id: str, resume: str) -> Any:
+    def announce(signal_number: int | None, count: int) -> None:
+        if count == 1:
+            from ultron.settings import settings
+
+            grace = settings().cancel_grace
+            err_console.print(
+                f"[yellow]cancelling job {escape(job_id)}[/]: running trials get {grace:g} s "
+                "to stop, then the results so far are written. Ctrl-C again forces the exit.",
+                highlight=False,
+            )
+        else:
+            err_console.print(
+                f"[red]forced exit[/]; resume with: {escape(resume)}", highlight=False
+            )
+
+    return announce
+
+
+@app.command()
+def run(
+    spec: SpecArg,
+    job_id: Annotated[
+        str | None,
+        typer.Option(help="Resume or name the job with this id (letters, digits, . _ -)."),
+    ] = None,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Show Prefect's and Dask's logs here too.")
+    ] = False,
+) -> None:
+    """Run an HPO job: a progress bar while it runs (a line per trial when piped), the
+    leaderboard at the end. Ctrl-C cancels it (resumable); a second Ctrl-C forces the exit."""
+    os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
+    from ultron.api import preflight
+    from ultron.api import run as run_job
+    from ultron.master.cancel import CANCEL, exit_code
+    from ultron.master.progress import ProgressEvent, listening
+    from ultron.paths import check_job_id, job_results_url, new_job_id, scratch_dir
+    from ultron.secrets import install_redaction
+    from ultron.spec.loader import load_spec
+
+    try:
+        job = load_spec(spec, check_code=True)
+        install_redaction(job)  # nothing this process logs shows the spec's passwords
+        job_id = check_job_id(job_id) if job_id is not None else new_job_id(job.name)
+        log_path = scratch_dir(job_id) / "job.log"
+        preflight(job)
+    except UltronError as exc:
+        _fail(exc)
+    resume = f"ultron run {shlex.quote(str(spec))} --job-id {job_id}"
+    results_url = job_results_url(job.storage, job_id)
+    console.print(
+        f"job [bold]{escape(job_id)}[/]: {job.num_iterations} trials of {escape(job.model)}, "
+        f"strategy {escape(job.strategy)}, {job.parallelism} at a time\n"
+        f"log: {escape(str(log_path))}\nresume with: {escape(resume)}",
+        soft_wrap=True,
+        highlight=False,
+    )
+    console.file.flush()
+    if verbose:
+        _file_logging(log_path)
+    else:
+        _redirect_stderr(log_path)
+    metric = job.objective.metric
+    CANCEL.listeners.append(_announce_cancel(job_id, resume))
+    where = f"results: {results_url}\nlog: {log_path}\nresume with: {resume}"
+    try:
+        if console.is_terminal:
+            result = _run_with_bar(run_job, job, job_id, listening, ProgressEvent)
+        else:
+
+            def line(event: ProgressEvent) -> None:
+                if event.last:
+                    console.print(_trial_line(event, metric), soft_wrap=True, highlight=False)
+                    console.file.flush()
+
+            with listening(line):
+                result = run_job(job, job_id=job_id)
+    except JobCancelledError as exc:
+        done = len(getattr(exc.result, "trials", None) or [])
+        err_console.print(
+            f"[yellow]cancelled[/]: job {escape(job_id)} stopped after {done} of "
+            f"{job.num_iterations} trials; the running ones resume from their checkpoints.\n"
+            f"{escape(where)}",
+            highlight=False,
+        )
+        raise typer.Exit(code=exit_code(exc.signal_number)) from None
+    except SpecError as exc:
+        err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+        raise typer.Exit(code=2) from None
+    except Exception as exc:
+        text = str(exc) if isinstance(exc, UltronError) else f"{type(exc).__name__}: {exc}"
+        err_console.print(
+            f"[bold red]error:[/] job {escape(job_id)} failed: {escape(text)}\n{escape(where)}",
+            highlight=False,
+        )
+        raise typer.Exit(code=1) from None
+    console.print(_leaderboard(result, metric))
+    console.print(f"[bold green]best {metric}[/]: {result.best_score}")
+    console.print(f"[bold green]best configuration[/]: {result.best_config}")
+    console.print(
+        f"job {escape(job_id)} {escape(result.status)}: {len(result.trials)} trials "
+        f"({result.cache_hits} from the score cache); results in {escape(result.results_url)}\n"
+        f"log: {escape(str(log_path))}",
+        soft_wrap=True,
+        highlight=False,
+    )
+
+
+def _run_with_bar(run_job: Any, job: Any, job_id: str, listening: Any, event_type: Any) -> Any:
+    columns = (
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[status]}"),
+        TimeElapsedColumn(),
+    )
+    # redirect_stderr=False: stderr is the log file; the bar must not pull it back here.
+    with Progress(*columns, console=console, redirect_stderr=False) as bar:
+        task = bar.add_task(job.name, total=job.num_iterations, status="starting")
+
+        def show(event: Any) -> None:
+            best = f"best {event.best_score:.6g}" if event.best_score is not None else "best -"
+            bar.update(task, completed=event.done, status=f"{best} | running {event.running}")
+
+        with listening(show):
+            return run_job(job, job_id=job_id)
+
+
+cache_app = typer.Typer(help="The score cache: scores of configurations already trained.")
+app.add_typer(cache_app, name="cache")
+
+
+@cache_app.command("clear")
+def cache_clear(
+    redis_url: Annotated[
+        str | None,
+        typer.Option(help="The Redis holding the cache; default REDIS_URL, else the embedded one."),
+    ] = None,
+) -> None:
+    """Empty the score cache: every later job trains its configurations again."""
+    from ultron.cli.admin import shared_redis
+    from ultron.master.score_cache import clear_cache
+    from ultron.preflight import mask_url
+    from ultron.redis.client import connect
+
+    with shared_redis(redis_url) as url:
+        removed = clear_cache(connect(url))
+    console.print(
+        f"removed {removed} score-cache key(s) from {escape(mask_url(url))}", highlight=False
+    )
+
+
+@app.command()
+def serve(name: Annotated[str, typer.Option(help="Deployment name.")] = "hpo-job") -> None:
+    """Serve the hpo-job flow so jobs can be triggered from the Prefect UI."""
+    from ultron.flows.hpo_job import hpo_job
+
+    hpo_job.serve(name=name)
+
+
+from ultron.cli.admin import register  # noqa: E402  (ultron limits, ultron jobs)
+
+register(app)
+from ultron.cli.jobs import register as register_jobs  # noqa: E402
+
+register_jobs(app)  # ultron submit, status, cancel, --version
+from ultron.cli.experiment import register as register_experiment  # noqa: E402
+
+register_experiment(app)  # ultron experiment, ultron report
+from ultron.cli.infra import register as register_infra  # noqa: E402
+
+register_infra(app)  # ultron infra render
+if __name__ == "__main__":
+    app()

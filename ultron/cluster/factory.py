@@ -1,0 +1,212 @@
+"""The cluster factory: where trials run, from the spec's ``cluster:`` section.
+
+- ``local`` (the default): a Dask ``LocalCluster`` of ``parallelism`` single-threaded worker
+  processes, so at most ``parallelism`` trials run at once; with GPUs per trial, each worker
+  is pinned to its GPUs (:mod:`ultron.cluster.gpus`).
+- ``address``: a Dask scheduler that already runs; the job only connects to it.
+- ``kubernetes``: a ``KubeCluster`` of the Dask operator (:mod:`ultron.cluster.kubernetes`).
+- ``slurm``: workers as SLURM jobs (:mod:`ultron.cluster.slurm`).
+
+``ULTRON_DASK_ADDRESS``, when set, overrides the section: the job connects to that scheduler.
+On every backend a trial whose worker is lost fails at once (Dask's ``allowed-failures`` is 0,
+on a running scheduler too) and the dispatcher retries it from its checkpoint, instead of Dask
+rerunning it from scratch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from ultron.cluster import forkserver
+from ultron.cluster.gpus import local_gpu_cluster
+from ultron.errors import ConfigIssue, SpecError
+from ultron.settings import settings
+from ultron.spec.cluster import AddressCluster
+from ultron.spec.job import JobSpec
+
+__all__ = [
+    "ClusterHandle",
+    "check_scheduler",
+    "start_cluster",
+    "stop_warm_workers",
+    "warm_local_workers",
+]
+
+logger = logging.getLogger(__name__)
+
+# Seconds to reach a scheduler that should already run: a wrong address fails in seconds.
+_CONNECT_TIMEOUT_S = 15
+
+
+@dataclass
+class ClusterHandle:
+    """A Dask client and, when we started it, the cluster behind it."""
+
+    client: Any
+    cluster: Any | None
+    resources: dict[str, float]
+
+    @property
+    def dashboard_link(self) -> str | None:
+        return getattr(self.client, "dashboard_link", None)
+
+    def close(self) -> None:
+        """Close the client, and the cluster if it is ours."""
+        with contextlib.suppress(Exception):
+            self.client.close()
+        if self.cluster is not None:
+            with contextlib.suppress(Exception):
+                self.cluster.close()
+
+
+def _memory_limit(memory: str | None) -> int:
+    """Bytes of a Kubernetes quantity (``512Mi``, ``4Gi``, ``1G``); 0, no limit, for None."""
+    from dask.utils import parse_bytes  # understands Ki, Mi, Gi, Ti, k, M, G, T as they are
+
+    return 0 if memory is None else parse_bytes(memory)
+
+
+def start_cluster(spec: JobSpec, job_id: str = "ultron") -> ClusterHandle:
+    """Connect to ``ULTRON_DASK_ADDRESS``, or start (or reach) the cluster of ``spec.cluster``.
+
+    Args:
+        spec: the job's spec; ``cluster`` picks the backend, ``resources`` sizes the workers.
+        job_id: names the job's cluster where the backend makes one (Kubernetes).
+
+    Raises:
+        SpecError: the scheduler of ``cluster.address`` does not answer, or the kubernetes
+            backend has no image.
+        UltronError: the backend's optional dependency is not installed (the error names it).
+    """
+    import dask
+
+    dask.config.set({"distributed.scheduler.allowed-failures": 0})
+    resources: dict[str, float] = {"GPU": spec.resources.gpu} if spec.resources.gpu else {}
+    address = settings().dask_address
+    if address:
+        logger.info("using the Dask scheduler at %s (ULTRON_DASK_ADDRESS)", address)
+        return ClusterHandle(_running(address, "ULTRON_DASK_ADDRESS"), None, resources)
+    kind = spec.cluster.type
+    if isinstance(spec.cluster, AddressCluster):
+        logger.info("using the Dask scheduler at %s (cluster.address)", spec.cluster.address)
+        return ClusterHandle(_running(spec.cluster.address, "cluster.address"), None, resources)
+    if kind == "kubernetes":
+        from ultron.cluster.kubernetes import kube_cluster
+
+        cluster = kube_cluster(spec, job_id)
+    elif kind == "slurm":
+        from ultron.cluster.slurm import slurm_cluster  # lazy: dask-jobqueue is the slurm extra
+
+        cluster = slurm_cluster(spec)
+    else:
+        cluster = _local_cluster(spec)
+    return _client_of(cluster, resources)
+
+
+def warm_local_workers(spec: JobSpec) -> None:
+    """When ``spec``'s trials run on the local cluster, start the forkserver its workers fork
+    from (:mod:`ultron.cluster.forkserver`; not with ``ULTRON_SPAWN_WORKERS=1``): call it as
+    early as the job starts."""
+    here = settings()
+    if spec.cluster.type == "local" and not here.dask_address and not here.spawn_workers:
+        forkserver.start()
+
+
+def stop_warm_workers() -> None:
+    """As a job ends: stop the forkserver :func:`warm_local_workers` started, if any."""
+    forkserver.stop()
+
+
+def _client_of(cluster: Any, resources: dict[str, float]) -> ClusterHandle:
+    """A client of a cluster we started; the cluster is closed if no client can be made."""
+    from distributed import Client
+
+    try:
+        client = Client(cluster)
+    except BaseException:
+        cluster.close()
+        raise
+    return ClusterHandle(client, cluster, resources)
+
+
+def _local_cluster(spec: JobSpec) -> Any:
+    from distributed import LocalCluster
+
+    memory_limit = _memory_limit(spec.resources.memory)
+    with forkserver.worker_start_method():
+        if spec.resources.gpu:
+            return local_gpu_cluster(spec, memory_limit)
+        return LocalCluster(
+            n_workers=spec.parallelism,
+            threads_per_worker=1,
+            processes=True,
+            memory_limit=memory_limit,
+            dashboard_address=":0",
+            silence_logs=logging.WARNING,
+        )
+
+
+def _tell_fail_fast(client: Any) -> None:
+    """Set ``allowed-failures`` to 0 on a scheduler we did not start (our own read it from the
+    config, or, in a pod, from the environment): a task whose worker dies then fails at once
+    (KilledWorker), and ultron retries the trial from its checkpoint instead of Dask rerunning
+    it from scratch. A scheduler shared by several jobs is told too: every ultron job wants so.
+    """
+
+    def fail_fast(dask_scheduler: Any) -> None:
+        dask_scheduler.allowed_failures = 0
+
+    # Nested, so that it travels by value: the scheduler need not have ultron installed.
+    client.run_on_scheduler(fail_fast)
+
+
+def _connect(address: str, field: str) -> Any:
+    """A client of the running scheduler at ``address``; a clear error if none answers."""
+    from distributed import Client
+
+    try:
+        client = Client(address, timeout=_CONNECT_TIMEOUT_S)
+    except (OSError, TimeoutError) as exc:
+        where = "the environment" if field.isupper() else "job spec"
+        issue = ConfigIssue(
+            field,
+            address,
+            f"a Dask scheduler must answer there within {_CONNECT_TIMEOUT_S} s, but "
+            f"{type(exc).__name__}: {str(exc)[:200]}",
+            "start the scheduler (`dask scheduler` prints its address) or correct the address",
+        )
+        raise SpecError([issue], where) from None
+    return client
+
+
+def _running(address: str, field: str) -> Any:
+    """A client of the running scheduler at ``address``, told to fail a lost worker's task."""
+    client = _connect(address, field)
+    try:
+        _tell_fail_fast(client)
+    except Exception as exc:  # a scheduler that refuses run_on_scheduler still runs trials
+        logger.warning("could not set allowed-failures=0 on the scheduler at %s: %s", address, exc)
+    return client
+
+
+def check_scheduler(spec: JobSpec) -> None:
+    """Before a job starts: the scheduler it is to use (``ULTRON_DASK_ADDRESS`` or
+    ``cluster.address``) answers; a ``slurm`` job can submit its worker jobs (dask-jobqueue
+    and ``sbatch`` are here).
+
+    Raises:
+        SpecError: naming the field, the address, why it failed and the fix.
+    """
+    address = settings().dask_address
+    field = "ULTRON_DASK_ADDRESS"
+    if not address and isinstance(spec.cluster, AddressCluster):
+        address, field = spec.cluster.address, "cluster.address"
+    if address:
+        _connect(address, field).close()
+    elif spec.cluster.type == "slurm":
+        from ultron.cluster.slurm import check_slurm  # lazy: dask-jobqueue is the slurm extra
+
+        check_slurm(spec)

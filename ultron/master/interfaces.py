@@ -1,0 +1,65 @@
+"""What the master's loops (:mod:`ultron.master.loops`) drive: a dispatcher, a store, a cache.
+
+Each has a real implementation (Dask, Redis) and one for simulation and tests
+(:mod:`ultron.simulation`): the loops see only these interfaces.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from ultron.algorithms.space import Config
+from ultron.master.job_state import JobState
+from ultron.trial_records import TrialRequest, TrialResult
+
+__all__ = ["Cache", "Dispatcher", "OnResult", "Store"]
+
+OnResult = Callable[[JobState, int, "TrialResult | None"], None]
+
+
+class Dispatcher(Protocol):
+    """Runs trials: :class:`~ultron.master.TrialDispatcher` on Dask, or a simulated one."""
+
+    @property
+    def in_flight(self) -> int: ...
+
+    def request(
+        self, trial_id: str, config: Config, *, attempt: int = 1, resume: bool = False
+    ) -> TrialRequest: ...
+
+    def start(self, *requests: TrialRequest) -> None: ...
+
+    def wait_one(self) -> tuple[TrialResult, list[dict[str, Any]]]: ...
+
+
+class Store(Protocol):
+    """Keeps the job's state: :class:`~ultron.master.job_state.JobStore` on Redis, or in memory."""
+
+    def save(
+        self,
+        state: JobState,
+        new: Sequence[TrialResult] = (),
+        *,
+        logged: Sequence[list[Any]] | None = None,
+    ) -> None: ...
+
+    def flush(self) -> None:
+        """Write what the dispatcher deferred (the running record) now."""
+
+
+class Cache(Protocol):
+    """Scores by configuration: :class:`~ultron.master.score_cache.ScoreCache`, or in memory.
+
+    A cache is made for one computation (code base, data, model class, job seed, objective
+    metric, ``cache`` setting). ``get_many`` answers each configuration about to be launched as
+    trial ``trial_ids[i]`` of ``job_id`` with a stored entry whose ``score`` is the job's
+    metric (:func:`~ultron.master.score_cache.answer`), or ``None``; ``put`` stores a completed
+    trial.
+    """
+
+    def get_many(
+        self, configs: Sequence[Config], *, job_id: str, trial_ids: Sequence[str]
+    ) -> list[dict[str, Any] | None]: ...
+
+    def put(self, config: Config, entry: dict[str, Any]) -> None: ...

@@ -1,0 +1,44 @@
+"""The Redis a job uses: the spec's ``redis_url``, ``REDIS_URL``, or the shared embedded server."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import Iterator
+
+from ultron.paths import ultron_home
+from ultron.preflight import check_redis
+from ultron.servers.redis_share import ensure_embedded_redis
+from ultron.spec.job import JobSpec
+
+__all__ = ["job_redis"]
+
+logger = logging.getLogger(__name__)
+
+
+@contextlib.contextmanager
+def job_redis(spec: JobSpec) -> Iterator[str]:
+    """Yield the job's Redis URL, one that answers.
+
+    The spec's ``redis_url`` wins, then the ``REDIS_URL`` environment variable; either is
+    checked with one ``PING`` (a few seconds at most, no retry), so a wrong URL fails at once
+    and names its field, instead of after the clients' retry budget (``ULTRON_REDIS_RETRY_S``).
+
+    Otherwise the embedded server of ``ULTRON_HOME/redis`` is used: started if none runs,
+    shared by every job on this machine, and stopped when the last job using it ends (see
+    :mod:`ultron.servers.redis_share`). Its append-only file keeps the score cache and the
+    state of unfinished jobs from one run to the next.
+
+    Raises:
+        SpecError: ``redis_url`` or ``REDIS_URL`` leads to no Redis that answers.
+        UltronError: the embedded server could not be started, or did not answer.
+    """
+    given = spec.redis_url or os.environ.get("REDIS_URL")
+    if given:
+        check_redis(given, field="redis_url" if spec.redis_url else "REDIS_URL")
+        yield given
+        return
+    with ensure_embedded_redis(ultron_home() / "redis") as use:
+        logger.info("embedded Redis at %s (pid %s, started: %s)", use.url, use.pid, use.started)
+        yield use.url

@@ -1,0 +1,136 @@
+"""What a trial is: the request a worker gets, the result it returns, and the table row.
+
+These travel between the master, Dask workers and trial processes, so they are small, frozen
+and JSON-compatible (``to_dict``/``from_dict``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field, fields
+from enum import StrEnum
+from typing import Any
+
+from ultron.algorithms.space import canonical
+
+__all__ = ["TrialRequest", "TrialResult", "TrialStatus", "stored_answer", "trial_seed"]
+
+
+class TrialStatus(StrEnum):
+    """How a trial ended.
+
+    ``FAILED`` is the user's error (an exception in ``score``, a NaN or infinite score) and is
+    not retried; ``CRASHED`` is the infrastructure's (the trial process or its worker died) and
+    is retried; ``TIMEOUT`` means it ran past the spec's ``trial_timeout``; ``CACHED`` means the
+    score came from the score cache without training; ``STOPPED`` means early stopping ended it
+    (its score is the value it had then); ``OUT_OF_MEMORY`` means the trial needed more memory
+    than the spec's ``resources.memory`` allows (the user's to fix, so not retried).
+    """
+
+    COMPLETED = "completed"
+    CACHED = "cached"
+    STOPPED = "stopped"
+    FAILED = "failed"
+    CRASHED = "crashed"
+    TIMEOUT = "timeout"
+    OUT_OF_MEMORY = "out_of_memory"
+
+    @property
+    def ok(self) -> bool:
+        """Whether the trial has a usable score."""
+        return self in (TrialStatus.COMPLETED, TrialStatus.CACHED, TrialStatus.STOPPED)
+
+
+def trial_seed(job_seed: int, config: dict[str, Any]) -> int:
+    """A seed derived from the job seed and the configuration, the same on every run."""
+    digest = hashlib.sha256(f"{job_seed}|{canonical(config)}".encode()).digest()
+    return int.from_bytes(digest[:4], "little") & 0x7FFFFFFF
+
+
+class _Serial:
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)  # type: ignore[call-overload]
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Any:
+        names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+@dataclass(frozen=True)
+class TrialRequest(_Serial):
+    """Everything a worker needs to run one attempt of one trial."""
+
+    job_id: str
+    trial_id: str
+    hyperparameters: dict[str, Any]
+    model: str
+    python: str
+    metric: str
+    seed: int
+    checkpoint_path: str
+    log_path: str
+    redis_url: str
+    resume: bool = False
+    attempt: int = 1
+    timeout: float | None = None
+    stream_reports: bool = False
+    grace_period: float = 30.0
+    data: dict[str, Any] | None = None
+    checkpoint_url: str | None = None
+    # The code base's import folders, put first on the trial process's path (see
+    # ultron.usercode): the user's modules win over any of the same name.
+    code_paths: tuple[str, ...] = ()
+    # The spec's resources.memory in bytes: the operating system holds the trial process to it.
+    memory_limit: int | None = None
+    # The spec's deterministic: PyTorch and TensorFlow are made deterministic for the trial.
+    deterministic: bool = False
+
+
+@dataclass(frozen=True)
+class TrialResult(_Serial):
+    """The outcome of one trial, as it appears in the trial table."""
+
+    trial_id: str
+    hyperparameters: dict[str, Any]
+    status: TrialStatus
+    score: float | None = None
+    metrics: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    traceback: str | None = None
+    attempts: int = 1
+    duration: float = 0.0
+    reports: int = 0
+    worker: str | None = None
+    log_path: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrialResult:
+        result: TrialResult = super().from_dict(data)
+        return cls(**{**asdict(result), "status": TrialStatus(result.status)})
+
+
+def stored_answer(
+    raw: str | bytes | None, hyperparameters: dict[str, Any]
+) -> dict[str, Any] | None:
+    """An attempt's answer as ``run_trial`` stored it in Redis, if it is one of a trial of
+    ``hyperparameters``; ``None`` otherwise (nothing stored, or a stale answer of another
+    configuration under the same trial id and attempt).
+
+    The answer's ``hyperparameters`` are the request's own objects, not their JSON copy.
+
+    Example:
+        >>> stored = '{"status": "completed", "hyperparameters": {"k": [1, 2]}}'
+        >>> stored_answer(stored, {"k": (1, 2)})
+        {'status': 'completed', 'hyperparameters': {'k': (1, 2)}}
+        >>> stored_answer(stored, {"k": [3]}) is None
+        True
+    """
+    if raw is None:
+        return None
+    answer: dict[str, Any] = json.loads(raw)
+    if canonical(answer.get("hyperparameters") or {}) != canonical(hyperparameters):
+        return None
+    answer["hyperparameters"] = hyperparameters
+    return answer
