@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-TOY = Path(__file__).parents[1] / "data" / "toy"
+TOY = Path(__file__).parents[2] / "data" / "toy"
 
 pytestmark = pytest.mark.slow
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-REPO = Path(__file__).parents[2]
+REPO = Path(__file__).parents[3]
 ULTRON = str(Path(sys.executable).with_name("ultron"))
 TOY = REPO / "tests" / "data" / "toy"
 

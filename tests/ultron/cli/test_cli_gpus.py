@@ -11,7 +11,7 @@ from pathlib import Path
 import yaml
 
 ULTRON = str(Path(sys.executable).with_name("ultron"))
-TOY = Path(__file__).parents[2] / "tests" / "data" / "toy"
+TOY = Path(__file__).parents[3] / "tests" / "data" / "toy"
 
 
 def test_more_gpu_slots_than_the_machine_has_are_refused_before_any_compute(

@@ -24,7 +24,7 @@ from ultron.cli.main import app
 from ultron.limiter.resource_limiter import ResourceLimiter
 from ultron.redis import keys
 
-REPO = Path(__file__).parents[2]
+REPO = Path(__file__).parents[3]
 ULTRON = str(Path(sys.executable).with_name("ultron"))
 runner = CliRunner()
 
