@@ -17,7 +17,6 @@ flow run ends ``Cancelled`` (its data is the job's summary) and the job resumes 
 from __future__ import annotations
 
 import sys
-import time
 from typing import Any
 
 from prefect import flow, get_run_logger
@@ -25,19 +24,14 @@ from prefect.runtime import flow_run
 from prefect.states import Cancelled, State
 
 from ultron.cluster.factory import warm_local_workers
-from ultron.containerize.codebase import code_hash
-from ultron.containerize.modelcheck import check_model
 from ultron.datamanager import validate_data
-from ultron.errors import JobCancelledError
-from ultron.master.cancel import CANCEL, handling_signals, watching_requests
-from ultron.master.job_state import JobState, JobStatus, JobStore
-from ultron.master.resume import check_or_store_spec
+from ultron.master.cancel import CANCEL
+from ultron.master.job_state import JobStatus
+from ultron.master.lifecycle import JobRun, job_lifecycle
 from ultron.master.strategy import build_stopper, build_strategy
 from ultron.paths import check_job_id, new_job_id, ultron_home
 from ultron.preflight import check_storage
-from ultron.redis.client import connect
 from ultron.secrets import install_redaction, reveal
-from ultron.servers.job_redis import job_redis
 from ultron.spec.job import JobSpec
 from ultron.spec.loader import load_spec
 from ultron.tasks.acquire_resources import JobResources, acquire_resources
@@ -60,6 +54,35 @@ def hpo_job(spec: JobSpec, job_id: str | None = None) -> dict[str, Any] | State:
     Returns:
         The summary; a cancelled job returns a ``Cancelled`` state whose data is the summary.
     """
+    job, job_id = _load(spec, job_id)
+    # Signals, the job's Redis, the stored spec, ultron cancel and finalize (always).
+    with job_lifecycle(job, job_id, finalize=finalize) as run:
+        CANCEL.raise_if_requested(job_id)  # Ctrl-C while Prefect was starting
+        check_storage(job.storage)  # an unreachable object store fails in seconds
+        env = run.time("containerize", containerize, job, job_id)
+        CANCEL.raise_if_requested(job_id)
+        # The user's code owns its module names in this process while the job runs (a BYO
+        # strategy may import more of it later); nothing of it outlives the job.
+        with user_code(import_paths(env.source)):
+            # Built before resources are taken, so a bad strategy, stopper or data set fails
+            # first (why live objects go to search_loop: JobResources' docstring).
+            strategy, stopper = build_strategy(job), build_stopper(job)
+            if job.data is not None:
+                validate_data(job.data, base_dir=job.code_path.parent)
+            run.resources = run.time(
+                "acquire_resources", acquire_resources, job, job_id, run.redis_url, env
+            )
+            _log_dashboard(run.resources)
+            run.state = run.time(
+                "search_loop",
+                search_loop,
+                *(job, job_id, env, run.resources, run.redis_url, strategy, stopper),
+            )
+    return _outcome(run, job_id)
+
+
+def _load(spec: JobSpec | dict[str, Any], job_id: str | None) -> tuple[JobSpec, str]:
+    """The job's spec, validated with its passwords back, and its id (checked, or a new one)."""
     # ultron.run and ultron submit hand Prefect the spec with its passwords masked (Prefect
     # stores parameters); they come back here, in the job's process.
     raw = reveal(spec.model_dump(mode="json") if isinstance(spec, JobSpec) else spec)
@@ -69,61 +92,16 @@ def hpo_job(spec: JobSpec, job_id: str | None = None) -> dict[str, Any] | State:
     warm_local_workers(job)  # a run from a deployment: its imports overlap Redis and containerize
     if job.code_is_remote:  # the containerizer fetches it into ULTRON_HOME, by content hash
         job = fetched(job)
-    # Over Prefect's own SIGTERM handler, which would raise wherever the flow happens to be.
-    with handling_signals(), job_redis(job) as redis_url:
-        # Outside the try: a refused resume must leave the job it refers to as it was (finalize
-        # would mark it failed and rewrite its results with this spec).
-        store = JobStore(connect(redis_url), job_id)
-        check_or_store_spec(store, job, code_hash=code_hash(job.code_path))
-        error: str | None = None
-        status = JobStatus.COMPLETED
-        run = _Run()
-        # ultron cancel JOB, from any machine, reaches the job through its Redis.
-        with watching_requests(store.client, job_id):
-            try:
-                _run_tasks(job, job_id, redis_url, run)
-            except BaseException as exc:
-                error = f"{type(exc).__name__}: {exc}"
-                status = JobStatus.CANCELLED if _is_cancellation(exc) else JobStatus.FAILED
-                if status is JobStatus.FAILED:
-                    raise
-            finally:
-                summary = finalize(
-                    job, job_id, redis_url, run.resources, run.state, error, run.seconds, status
-                )
-    if status is JobStatus.CANCELLED:
+    return job, job_id
+
+
+def _outcome(run: JobRun, job_id: str) -> dict[str, Any] | State:
+    """The flow's return: the summary, or a ``Cancelled`` state that carries it."""
+    if run.status is JobStatus.CANCELLED:
         return Cancelled(
-            message=f"job {job_id} was cancelled; it resumes with its id", data=summary
+            message=f"job {job_id} was cancelled; it resumes with its id", data=run.summary
         )
-    return summary
-
-
-def _run_tasks(job: JobSpec, job_id: str, redis_url: str, run: _Run) -> None:
-    """containerize, acquire_resources and search_loop; what they hold goes into ``run``, for
-    finalize, whatever happens."""
-    CANCEL.raise_if_requested(job_id)  # Ctrl-C while Prefect was starting
-    check_storage(job.storage)  # an unreachable object store fails in seconds
-    env = run.time("containerize", containerize, job, job_id)
-    CANCEL.raise_if_requested(job_id)
-    check_model(env.python, import_paths(env.source), job.model)
-    # The user's code owns its module names in this process while the job runs (a BYO
-    # strategy may import more of it later); nothing of it outlives the job.
-    with user_code(import_paths(env.source)):
-        # Built once per job, here, so a bad strategy or stopper fails before resources are
-        # taken (why live objects go to search_loop: JobResources' docstring).
-        strategy = build_strategy(job)
-        stopper = build_stopper(job)
-        if job.data is not None:  # bad data stops the job before any compute is spent
-            validate_data(job.data, base_dir=job.code_path.parent)
-        run.resources = run.time(
-            "acquire_resources", acquire_resources, job, job_id, redis_url, env
-        )
-        _log_dashboard(run.resources)
-        run.state = run.time(
-            "search_loop",
-            search_loop,
-            *(job, job_id, env, run.resources, redis_url, strategy, stopper),
-        )
+    return run.summary
 
 
 def fetched(job: JobSpec) -> JobSpec:
@@ -142,33 +120,10 @@ def _log_dashboard(resources: JobResources) -> None:
         get_run_logger().info("Dask dashboard: %s", link)
 
 
-def _is_cancellation(exc: BaseException) -> bool:
-    """A signal asked the job to stop (ours, or Prefect's SIGTERM bridge before ours was up)."""
-    from prefect.exceptions import TerminationSignal
-
-    return isinstance(exc, JobCancelledError | TerminationSignal | KeyboardInterrupt)
-
-
 def _stable_job_id(name: str) -> str:
     """A new job's id; a Prefect retry of the same flow run gets the same one, and resumes."""
     run_id = flow_run.get_id()
     return new_job_id(name, suffix=run_id[:8] if run_id else None)
-
-
-class _Run:
-    """What the tasks hold (for finalize) and the seconds each took (``timings``)."""
-
-    def __init__(self) -> None:
-        self.seconds: dict[str, float] = {}
-        self.resources: JobResources | None = None
-        self.state: JobState | None = None
-
-    def time(self, name: str, fn: Any, *args: Any) -> Any:
-        started = time.monotonic()
-        try:
-            return fn(*args)
-        finally:
-            self.seconds[name] = round(time.monotonic() - started, 3)
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["serve"]:

@@ -1,4 +1,5 @@
-"""Task 1 of a job: build the trial environment from the user's code base (paper V-B)."""
+"""Task 1 of a job: build the trial environment from the user's code base (paper V-B) and check
+that the model class loads in it."""
 
 from __future__ import annotations
 
@@ -6,10 +7,12 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NONE
 
 from ultron.containerize.environment import TrialEnvironment, build_environment
+from ultron.containerize.modelcheck import check_model
 from ultron.errors import ConfigIssue, SpecError
 from ultron.paths import ultron_home
 from ultron.spec.cluster import KubernetesCluster
 from ultron.spec.job import JobSpec
+from ultron.usercode import import_paths
 
 __all__ = ["containerize"]
 
@@ -20,12 +23,15 @@ def containerize(spec: JobSpec, job_id: str) -> TrialEnvironment:
     for ``cluster.type: kubernetes`` without ``cluster.image``, also the job's OCI image, built
     and pushed to ``cluster.registry`` (an :class:`~ultron.containerize.image.ImageEnvironment`).
 
-    Both are cached by content: a second job with the same code reuses them.
+    Both are cached by content: a second job with the same code reuses them. The spec's
+    ``model`` is then imported in the environment (:func:`check_model`): a missing class or a
+    wrong ``score`` signature fails the job here, before any resource is taken.
     """
     logger = get_run_logger()
     env = build_environment(spec.code, cache_dir=ultron_home())
     verb = "reused" if env.reused else "built"
     logger.info("%s trial environment %s (code %s)", verb, env.root, env.code_hash[:12])
+    check_model(env.python, import_paths(env.source), spec.model)
     cluster = spec.cluster
     if not isinstance(cluster, KubernetesCluster) or cluster.image is not None:
         return env

@@ -42,3 +42,49 @@ def test_the_trial_process_and_the_report_path_stay_light() -> None:
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def _ultron_modules(imports: str) -> set[str]:
+    """The ``ultron.*`` modules a fresh interpreter holds after ``imports``."""
+    listing = "print('\\n'.join(m for m in sys.modules if m.startswith('ultron')))"
+    code = f"import sys\n{imports}\n{listing}"
+    out = subprocess.run(
+        [sys.executable, "-P", "-c", code], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    return set(out.stdout.split())
+
+
+def test_no_package_of_ultron_mixes_trial_code_with_flow_only_code() -> None:
+    """A room of ``ultron/`` holds code of one side: what the trial process imports (its entry
+    point, ``ultron.report``'s Redis path, ``ultron.data``, the checkpoint helpers), or what only
+    the flow imports; a package holding both would make one side load, and depend on, the
+    other's code."""
+    trial = _ultron_modules(
+        "import ultron.worker.process, ultron.model, ultron.data, ultron.checkpoints\n"
+        "import ultron.redis.client, ultron.redis.keys"
+    )
+    worker = _ultron_modules("import ultron.worker.runner")
+    flow = _ultron_modules(
+        "import ultron.flows.hpo_job, ultron.flows.experiment, ultron.flows.benchmark\n"
+        "import ultron.cli.main, ultron.api"
+    )
+    flow_only = flow - trial - worker
+    assert "ultron.master.loops" in flow_only and "ultron.worker.process" in trial  # it looked
+
+    def package(module: str) -> str | None:
+        parts = module.split(".")
+        return ".".join(parts[:2]) if len(parts) > 2 else None
+
+    # The top-level folders installed as ultron.* (flows, tasks, algorithms, datamanager) are
+    # rooms of their own process kinds (ARCHITECTURE.md); this rule is about ultron/'s packages.
+    folders = {"ultron.flows", "ultron.tasks", "ultron.algorithms", "ultron.datamanager"}
+    mixed = {
+        name: (
+            sorted(m for m in trial if package(m) == name),
+            sorted(m for m in flow_only if package(m) == name),
+        )
+        for name in {package(m) for m in trial} - {None} - folders
+        if any(package(m) == name for m in flow_only)
+    }
+    assert mixed == {}

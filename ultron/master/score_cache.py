@@ -191,11 +191,6 @@ class ScoreCache:
     def __len__(self) -> int:
         return int(self.client.hlen(self.key))
 
-    @staticmethod
-    def clear_all(client: Any, *, namespace: str = keys.NAMESPACE) -> int:
-        """Delete every score cache of ``namespace`` (see :func:`clear_cache`)."""
-        return clear_cache(client, namespace=namespace)
-
 
 def clear_cache(client: Any, *, namespace: str = keys.NAMESPACE) -> int:
     """Delete every score cache key under ``namespace``, of any version; returns how many.

@@ -174,7 +174,7 @@ def test_get_many_wants_one_trial_id_per_configuration(redis_client: redis.Redis
         cache.get_many([CONFIG, CONFIG], job_id="job-a", trial_ids=["0000"])
 
 
-def test_clear_all_deletes_every_cache_of_the_namespace_and_nothing_else(
+def test_clear_cache_deletes_every_cache_of_the_namespace_and_nothing_else(
     redis_client: redis.Redis, namespace: str
 ) -> None:
     for seed in range(1203):  # more than two batches of deletes
@@ -188,7 +188,7 @@ def test_clear_all_deletes_every_cache_of_the_namespace_and_nothing_else(
         CONFIG, _entry(1.0, {"a": 1})
     )
 
-    assert ScoreCache.clear_all(redis_client, namespace=namespace) == 1204
+    assert clear_cache(redis_client, namespace=namespace) == 1204
     assert list(redis_client.scan_iter(match=f"{namespace}:cache:*")) == []
     assert redis_client.exists(keys.job("keep", namespace=namespace)) == 1
     assert _ask(ScoreCache(redis_client, **SAME, metric="a", namespace=neighbour)) is not None

@@ -1,0 +1,106 @@
+"""The lifecycle of one HPO job around its tasks: signals, Redis, the stored spec, finalize.
+
+:func:`job_lifecycle` is what :func:`ultron.flows.hpo_job.hpo_job` wraps its tasks in, so the
+flow reads as the tasks themselves:
+
+1. SIGINT and SIGTERM cancel the job (:func:`ultron.master.cancel.handling_signals`), over
+   Prefect's own SIGTERM handler, which would raise wherever the flow happens to be;
+2. the job's Redis is chosen and checked (:func:`ultron.servers.job_redis.job_redis`);
+3. the spec is stored on the job's first run, and a resume with another spec is refused
+   (:func:`ultron.master.resume.check_or_store_spec`) before anything else happens, leaving the
+   job it refers to as it was;
+4. ``ultron cancel JOB``, from any machine, reaches the job through its Redis
+   (:func:`ultron.master.cancel.watching_requests`);
+5. ``finalize`` runs whatever happened (success, failure, cancellation): a failure propagates
+   after it, a cancellation does not (the job's :attr:`JobRun.status` says it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from ultron.containerize.codebase import code_hash
+from ultron.errors import JobCancelledError
+from ultron.master.cancel import handling_signals, watching_requests
+from ultron.master.job_state import JobState, JobStatus, JobStore
+from ultron.master.resume import check_or_store_spec
+from ultron.redis.client import connect
+from ultron.servers.job_redis import job_redis
+from ultron.spec.job import JobSpec
+
+__all__ = ["Finalize", "JobRun", "job_lifecycle"]
+
+Finalize = Callable[..., dict[str, Any]]
+"""``finalize(spec, job_id, redis_url, resources, state, error, timings, status) -> summary``
+(:func:`ultron.tasks.finalize.finalize`)."""
+
+
+@dataclass
+class JobRun:
+    """What the job's tasks hold, for finalize, and how the job ended.
+
+    The tasks set :attr:`resources` and :attr:`state` as they get them; :meth:`time` runs one
+    task and records its seconds in :attr:`seconds` (the summary's ``timings``).
+    """
+
+    redis_url: str
+    seconds: dict[str, float] = field(default_factory=dict)
+    resources: Any = None  # ultron.tasks.acquire_resources.JobResources (a layer above)
+    state: JobState | None = None
+    status: JobStatus = JobStatus.COMPLETED
+    error: str | None = None
+    summary: dict[str, Any] = field(default_factory=dict)
+
+    def time(self, name: str, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)``, its wall time recorded under ``name`` whatever it raises."""
+        started = time.monotonic()
+        try:
+            return fn(*args)
+        finally:
+            self.seconds[name] = round(time.monotonic() - started, 3)
+
+
+@contextlib.contextmanager
+def job_lifecycle(job: JobSpec, job_id: str, *, finalize: Finalize) -> Iterator[JobRun]:
+    """Run the body as job ``job_id``: see the module's docstring for what surrounds it.
+
+    A failure in the body is re-raised after ``finalize``; a cancellation (a signal, ``ultron
+    cancel``) is not: the caller reads :attr:`JobRun.status` and :attr:`JobRun.summary`.
+    """
+    with handling_signals(), job_redis(job) as redis_url:
+        # Outside the try: a refused resume must leave the job it refers to as it was (finalize
+        # would mark it failed and rewrite its results with this spec).
+        store = JobStore(connect(redis_url), job_id)
+        check_or_store_spec(store, job, code_hash=code_hash(job.code_path))
+        run = JobRun(redis_url=redis_url)
+        with watching_requests(store.client, job_id):
+            try:
+                yield run
+            except BaseException as exc:
+                run.error = f"{type(exc).__name__}: {exc}"
+                cancelled = is_cancellation(exc)
+                run.status = JobStatus.CANCELLED if cancelled else JobStatus.FAILED
+                if not cancelled:
+                    raise
+            finally:
+                run.summary = finalize(
+                    job,
+                    job_id,
+                    redis_url,
+                    run.resources,
+                    run.state,
+                    run.error,
+                    run.seconds,
+                    run.status,
+                )
+
+
+def is_cancellation(exc: BaseException) -> bool:
+    """A signal asked the job to stop (ours, or Prefect's SIGTERM bridge before ours was up)."""
+    from prefect.exceptions import TerminationSignal
+
+    return isinstance(exc, JobCancelledError | TerminationSignal | KeyboardInterrupt)
