@@ -10,7 +10,7 @@ served within a tenant and in turns across tenants (:mod:`ultron.limiter.resourc
 
 from __future__ import annotations
 
-import contextlib
+import logging
 from dataclasses import dataclass
 
 from dask.utils import parse_bytes
@@ -33,6 +33,8 @@ from ultron.worker.checkpoints import flush_checkpoints
 from ultron.worker.pool import shutdown_processes, warm_up
 
 __all__ = ["JobResources", "acquire_resources", "lease_ttl_s"]
+
+logger = logging.getLogger(__name__)
 
 
 def lease_ttl_s() -> float:
@@ -61,17 +63,60 @@ class JobResources:
     cluster: ClusterHandle
     data: DataServiceHandle | None = None
 
-    def release(self) -> None:
-        """Stop the trial processes, the cluster and the data service; give the units back."""
-        with contextlib.suppress(Exception):
-            self.cluster.client.run(flush_checkpoints)  # every checkpoint committed first
-        with contextlib.suppress(Exception):
+    def release(self) -> list[dict[str, str]]:
+        """Stop the trial processes, the cluster and the data service; give the units back.
+
+        Every worker first commits its trials' checkpoints to the store
+        (``ULTRON_CHECKPOINT_FLUSH_S`` at most).
+
+        Returns:
+            The checkpoints that did not reach the store, one entry each (``trial_id``,
+            ``checkpoint``, ``local_path``, ``store_url``, ``error``; see
+            :func:`~ultron.worker.checkpoints.flush_checkpoints`), for the job's summary.
+        """
+        missing = self._flush_checkpoints()
+        try:
             self.cluster.client.run(shutdown_processes)
+        except Exception:  # a worker already gone: closing the cluster below ends its processes
+            logger.warning(
+                "stopping the trial processes failed; closing the cluster anyway", exc_info=True
+            )
         self.cluster.close()
         if self.data is not None:
             self.data.stop()
         self.keeper.stop()
         self.limiter.release(self.lease)
+        return missing
+
+    def _flush_checkpoints(self) -> list[dict[str, str]]:
+        timeout_s = settings().checkpoint_flush_s
+        try:
+            per_worker = self.cluster.client.run(flush_checkpoints, timeout_s=timeout_s)
+        except Exception as exc:  # e.g. a worker died: what it held cannot be listed
+            logger.warning("flushing the workers' checkpoints failed", exc_info=True)
+            return [_unlisted(f"flushing the workers' checkpoints failed: {exc!r}")]
+        missing = [entry for entries in per_worker.values() for entry in entries]
+        for entry in missing:
+            logger.warning(
+                "checkpoint %s of trial %s is not in the store (%s): %s",
+                entry["checkpoint"],
+                entry["trial_id"],
+                entry["store_url"],
+                entry["error"],
+            )
+        return missing
+
+
+def _unlisted(error: str) -> dict[str, str]:
+    """The entry for checkpoints that may be missing but could not be listed."""
+    unknown = "(unknown)"
+    return {
+        "trial_id": unknown,
+        "checkpoint": unknown,
+        "local_path": unknown,
+        "store_url": unknown,
+        "error": error,
+    }
 
 
 @task(name="acquire-resources", task_run_name="acquire-resources-{job_id}", cache_policy=NONE)

@@ -49,8 +49,10 @@ def finalize(
     """
     logger = get_run_logger()
     error = redact(error) if error else error  # it may quote a URL with its password
-    if resources is not None:
-        resources.release()
+    unsynced = resources.release() if resources is not None else []
+    warnings = _unsynced_warnings(unsynced)
+    for warning in warnings:
+        logger.warning("%s", warning)
     store = JobStore(connect(redis_url), job_id)
     state = state or store.load() or JobState(job_id)
     state.status = status or (JobStatus.FAILED if error else JobStatus.COMPLETED)
@@ -60,7 +62,8 @@ def finalize(
     if interrupted:
         store.mark_running(interrupted)
     logger.info("removed %d transient keys", removed)
-    if state.status is JobStatus.COMPLETED:  # an unfinished job keeps its checkpoints
+    # An unfinished job keeps its checkpoints, and so does one whose store lacks some.
+    if state.status is JobStatus.COMPLETED and not unsynced:
         job_dir = scratch_dir(job_id)
         try:
             remove_tree(job_dir / "checkpoints", root=job_dir)
@@ -81,10 +84,12 @@ def finalize(
             "error": error,
             "timings": timings or {},
             "spec": redacted_spec(spec),
+            "warnings": warnings,
+            "unsynced_checkpoints": unsynced,
         },
     )
     files.update(_report(spec, job_id, url, state))
-    _artifacts(spec, job_id, state, error)
+    _artifacts(spec, job_id, state, error, warnings)
     logger.info("results in %s", url)
     return {
         "job_id": job_id,
@@ -98,7 +103,26 @@ def finalize(
         "mode": str(mode),
         "timings": timings or {},
         "files": files,
+        "warnings": warnings,
+        "unsynced_checkpoints": unsynced,
     }
+
+
+def _unsynced_warnings(unsynced: list[dict[str, str]]) -> list[str]:
+    """The job's warning for checkpoints that never reached the store (none: no warning)."""
+    if not unsynced:
+        return []
+    named = "; ".join(
+        f"trial {c['trial_id']} checkpoint {c['checkpoint']} ({c['local_path']} -> "
+        f"{c['store_url']}): {c['error']}"
+        for c in unsynced
+    )
+    return [
+        f"{len(unsynced)} checkpoint(s) did not reach the store before the job ended: {named}. "
+        "They stay on the worker's local disk only; a resumed trial cannot restore them from "
+        "the store. Fix: check the storage (its URL, permissions, space), or allow more time "
+        "with ULTRON_CHECKPOINT_FLUSH_S"
+    ]
 
 
 def _report(spec: JobSpec, job_id: str, url: str, state: JobState) -> dict[str, str]:
@@ -121,7 +145,9 @@ def _report(spec: JobSpec, job_id: str, url: str, state: JobState) -> dict[str, 
     return {REPORT_FILE: path}
 
 
-def _artifacts(spec: JobSpec, job_id: str, state: JobState, error: str | None) -> None:
+def _artifacts(
+    spec: JobSpec, job_id: str, state: JobState, error: str | None, warnings: list[str]
+) -> None:
     board = leaderboard(state.trials, spec.objective.mode)[:_TOP]
     rows = [
         {
@@ -142,6 +168,7 @@ def _artifacts(spec: JobSpec, job_id: str, state: JobState, error: str | None) -
             else "No trial produced a score.\n"
         )
         + (f"\nError: `{error}`\n" if error else "")
+        + "".join(f"\nWarning: {w}\n" for w in warnings)
     )
     try:
         create_table_artifact(

@@ -54,6 +54,7 @@ class UltronSettings(BaseSettings):
         archive_max_bytes: the most bytes a code base archive may unpack to.
         archive_max_members: the most members (files, folders, links) a code base archive holds.
         cancel_grace: seconds running trials get to stop after a cancellation.
+        checkpoint_flush_s: seconds finalize waits for the checkpoints still uploading.
         dask_address: a running Dask scheduler to send trials to; None starts a local cluster.
         data_service: the data service of a trial process, as JSON.
         fresh_trial_process: a fresh trial process per trial (a benchmark's baseline).
@@ -108,6 +109,14 @@ class UltronSettings(BaseSettings):
         "Ctrl-C or SIGTERM before they are stopped; they resume from their checkpoints.",
         rule="it must be a number of seconds, 0 or more",
         example="5",
+    )
+    checkpoint_flush_s: float = _field(
+        300.0,
+        ge=0,
+        description="Seconds a finishing job waits for the trials' checkpoints still uploading "
+        "to the store; any not committed by then is named in the job's summary.",
+        rule="it must be a number of seconds, 0 or more",
+        example="300",
     )
     dask_address: str | None = _field(
         description="A running Dask scheduler to send trials to; unset starts a local cluster.",

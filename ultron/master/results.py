@@ -1,7 +1,9 @@
 """The job's results: the leaderboard, the best configuration and the trial table.
 
 Written by ``finalize`` to ``<storage>/<job_id>/`` through fsspec (a folder by default):
-``leaderboard.csv``, ``best.json``, ``trials.json`` and ``curves.json``.
+``leaderboard.csv``, ``best.json``, ``trials.json`` and ``curves.json``. ``best.json`` also
+carries the job's ``status``, ``error`` and ``warnings`` (e.g. checkpoints that never reached the
+store, listed in ``unsynced_checkpoints``).
 """
 
 from __future__ import annotations
@@ -50,6 +52,9 @@ class HPOResult:
         direction: whether lower or higher scores are better.
         timings: seconds spent in each task of the flow.
         best_checkpoint: where the best trial's committed checkpoints are (if it saved any).
+        warnings: what went wrong without failing the job (e.g. checkpoints not in the store).
+        unsynced_checkpoints: the checkpoints that never reached the store, one dict each:
+            ``trial_id``, ``checkpoint``, ``local_path``, ``store_url`` and ``error``.
     """
 
     job_id: str
@@ -63,6 +68,8 @@ class HPOResult:
     direction: Direction = Direction.MINIMIZE
     timings: dict[str, float] = field(default_factory=dict)
     best_checkpoint: str | None = None
+    warnings: list[str] = field(default_factory=list)
+    unsynced_checkpoints: list[dict[str, str]] = field(default_factory=list)
 
     @classmethod
     def from_summary(cls, summary: dict[str, Any]) -> HPOResult:
@@ -79,6 +86,8 @@ class HPOResult:
             direction=Direction(summary["mode"]),
             timings=summary.get("timings", {}),
             best_checkpoint=summary.get("best_checkpoint"),
+            warnings=summary.get("warnings", []),
+            unsynced_checkpoints=summary.get("unsynced_checkpoints", []),
         )
 
 

@@ -4,7 +4,8 @@ Each trial attempt on a worker gets a :class:`~ultron.worker.syncer.CheckpointSy
 the complete checkpoint folders of its ``checkpoint_path`` to
 ``<storage>/<job_id>/checkpoints/<trial_id>/`` from a side thread; when the attempt ends the
 syncer finishes its uploads in the background. ``finalize`` calls :func:`flush_checkpoints` on
-every worker, so the job completes only once every checkpoint is committed.
+every worker, so the job completes only once every checkpoint is committed, or names in its
+summary each one that never reached the store.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ __all__ = ["flush_checkpoints", "restore_for", "start_sync"]
 
 logger = logging.getLogger(__name__)
 
-_syncers: list[CheckpointSyncer] = []
+_syncers: list[tuple[str, CheckpointSyncer]] = []  # (trial id, its attempt's syncer)
 _lock = threading.Lock()
 
 
@@ -48,17 +49,36 @@ def start_sync(request: TrialRequest) -> CheckpointSyncer | None:
     syncer = CheckpointSyncer(request.checkpoint_path, request.checkpoint_url, keep_last=2)
     syncer.start()
     with _lock:
-        _syncers[:] = [s for s in _syncers if s.running]
-        _syncers.append(syncer)
+        _syncers[:] = [(t, s) for t, s in _syncers if s.running]
+        _syncers.append((request.trial_id, syncer))
     return syncer
 
 
-def flush_checkpoints(timeout_s: float = 300.0) -> int:
-    """Wait for every pending upload of this worker (the paper's finalizer); returns how many
-    checkpoints could not be committed."""
+def flush_checkpoints(timeout_s: float = 300.0) -> list[dict[str, str]]:
+    """Wait for every pending upload of this worker (the paper's finalizer).
+
+    Returns:
+        One entry per checkpoint that could not be committed in ``timeout_s``: ``trial_id``,
+        ``checkpoint`` (its folder's name), ``local_path``, ``store_url`` and ``error`` (the
+        syncer's last failure, or why none was recorded).
+    """
     with _lock:
         syncers = list(_syncers)
         _syncers.clear()
-    return sum(
-        0 if syncer.stop(timeout_s=timeout_s) else len(syncer.pending()) for syncer in syncers
-    )
+    missing: list[dict[str, str]] = []
+    for trial_id, syncer in syncers:
+        if syncer.stop(timeout_s=timeout_s):
+            continue
+        errors = syncer.errors
+        for name in syncer.pending():
+            last = next((e for e in reversed(errors) if e.startswith(f"{name}: ")), None)
+            missing.append(
+                {
+                    "trial_id": trial_id,
+                    "checkpoint": name,
+                    "local_path": str(syncer.local_root / name),
+                    "store_url": f"{syncer.remote_url}/{name}",
+                    "error": last or (errors[-1] if errors else f"not uploaded in {timeout_s} s"),
+                }
+            )
+    return missing

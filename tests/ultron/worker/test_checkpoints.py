@@ -336,3 +336,39 @@ def test_torch_helpers_round_trip(tmp_path: Path) -> None:
     state = load_latest_torch(tmp_path)
     assert state is not None
     assert state["step"] == 2 and torch.equal(state["w"], torch.full((3,), 2.0))
+
+
+def test_flush_names_each_checkpoint_that_never_reached_the_store(tmp_path: Path) -> None:
+    from ultron.trial_records import TrialRequest
+    from ultron.worker.checkpoints import flush_checkpoints, start_sync
+
+    store = tmp_path / "store" / "checkpoints"
+    store.mkdir(parents=True)
+    (store / "0002").write_text("a file where trial 0002's folder goes: every write fails")
+
+    def request(trial_id: str) -> TrialRequest:
+        return TrialRequest(
+            job_id="flush",
+            trial_id=trial_id,
+            hyperparameters={},
+            model="m:M",
+            python="python",
+            metric="loss",
+            seed=1,
+            checkpoint_path=str(tmp_path / "local" / trial_id),
+            log_path=str(tmp_path / "logs" / trial_id),
+            redis_url="redis://unused",
+            checkpoint_url=f"file://{store}/{trial_id}",
+        )
+
+    for trial_id in ("0001", "0002"):
+        write_checkpoint(tmp_path / "local" / trial_id, 0)
+        assert start_sync(request(trial_id)) is not None
+    missing = flush_checkpoints(timeout_s=1.0)
+    assert [(m["trial_id"], m["checkpoint"]) for m in missing] == [("0002", "epoch-0000")]
+    (entry,) = missing
+    assert entry["local_path"] == str(tmp_path / "local" / "0002" / "epoch-0000")
+    assert entry["store_url"] == f"file://{store}/0002/epoch-0000"
+    assert entry["error"].startswith("epoch-0000: ")  # the syncer's own failure, with its cause
+    assert (store / "0001" / "epoch-0000" / COMMIT_MARKER).exists()
+    assert flush_checkpoints(timeout_s=1.0) == []  # each syncer is flushed once
