@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -252,11 +252,8 @@ class Master:
     def run_batch(self) -> None:
         """The paper's loop: rounds of ``parallelism`` candidates."""
         self._resume_strategy()
-        try:
+        with self._flushed_at_end():
             self._batches()
-        finally:
-            with contextlib.suppress(Exception):  # never over the error that ended the loop
-                self.store.flush()
         self._checkpoint(final=True)
 
     def _batches(self) -> None:
@@ -314,12 +311,30 @@ class Master:
     def run_async(self) -> None:
         """Keep ``parallelism`` trials running; update the strategy with each result."""
         self._resume_strategy()
-        try:
+        with self._flushed_at_end():
             self._keep_running()
-        finally:
-            with contextlib.suppress(Exception):  # never over the error that ended the loop
-                self.store.flush()
         self._checkpoint(final=True)
+
+    @contextlib.contextmanager
+    def _flushed_at_end(self) -> Iterator[None]:
+        """Write the deferred running record when the loop ends, however it ends.
+
+        A failed write fails the job with its cause (the store keeps what it could not write).
+        After the loop's own error it is logged, with its traceback, and added to that error as
+        a note: the loop's error stays the job's cause.
+        """
+        try:
+            yield
+        except BaseException as error:
+            try:
+                self.store.flush()
+            except Exception as flush_error:
+                logger.error("writing the running record after %r failed too", error, exc_info=True)
+                error.add_note(
+                    f"Writing the job's running record afterwards failed too: {flush_error!r}"
+                )
+            raise
+        self.store.flush()
 
     def _keep_running(self) -> None:
         launched = len(self.state.trials)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import redis
 
 from ultron.algorithms.base import Direction
 from ultron.algorithms.registry import resolve_strategy
@@ -66,3 +67,60 @@ def test_an_interrupted_trial_runs_again_at_the_attempt_it_was_at(loop: str) -> 
     assert not any(r.trial_id == "0001" and r.attempt != 3 for r in dispatcher.requests)
     assert all(r.attempt == 1 and not r.resume for r in dispatcher.requests if r.trial_id != "0001")
     assert len(master.state.trials) == 6
+
+
+class _FlushFails(MemoryStore):
+    """A store whose writes of the running record fail from the ``fail_from``-th one on."""
+
+    def __init__(self, fail_from: int) -> None:
+        super().__init__("job")
+        self.fail_from = fail_from
+        self.flushes = 0
+
+    def flush(self) -> None:
+        self.flushes += 1
+        if self.flushes >= self.fail_from:
+            raise redis.ConnectionError("Error 111 connecting to 127.0.0.1:1. Connection refused.")
+
+
+class _Broken(_Recording):
+    """A dispatcher that fails as its first trial is started (the loop's own error)."""
+
+    def start(self, *requests: TrialRequest) -> None:
+        raise RuntimeError("the scheduler went away")
+
+
+def _master(store: MemoryStore, dispatcher: SimulatedDispatcher | None = None) -> Master:
+    strategy = resolve_strategy("random")(search_space=SPACE, seed=3, direction=Direction.MINIMIZE)
+    return Master(
+        settings=SearchSettings(num_iterations=4, parallelism=2),
+        strategy=strategy,
+        cache=MemoryCache(),
+        dispatcher=dispatcher or _Recording(),
+        store=store,
+        state=JobState("job"),
+    )
+
+
+@pytest.mark.parametrize("loop", ["batch", "async"])
+def test_a_failed_last_flush_fails_the_job_with_its_cause(loop: str) -> None:
+    counted = _FlushFails(fail_from=10**9)
+    master = _master(counted)
+    master.run_batch() if loop == "batch" else master.run_async()
+    last = counted.flushes  # the loop's own flushes, then the one as it ends
+    store = _FlushFails(fail_from=last)
+    master = _master(store)
+    with pytest.raises(redis.ConnectionError, match="Error 111"):
+        master.run_batch() if loop == "batch" else master.run_async()
+    assert len(master.state.trials) == 4 and store.flushes == last  # it was the last one
+
+
+@pytest.mark.parametrize("loop", ["batch", "async"])
+def test_a_flush_failing_after_the_loops_error_is_noted_on_it(
+    loop: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    master = _master(_FlushFails(fail_from=1), _Broken())
+    with pytest.raises(RuntimeError, match="the scheduler went away") as info:
+        master.run_batch() if loop == "batch" else master.run_async()
+    assert any("running record afterwards failed too" in n for n in info.value.__notes__)
+    assert any(r.exc_info and "Error 111" in str(r.exc_info[1]) for r in caplog.records)
