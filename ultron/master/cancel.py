@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import psutil
+import redis
 
 from ultron.errors import JobCancelledError
 from ultron.redis import keys
@@ -83,8 +84,10 @@ class CancelRequest:
         """Ask the job to stop; returns True for the first request. A second one forces."""
         self.count += 1
         for listener in list(self.listeners):
-            with contextlib.suppress(Exception):  # a listener never breaks the cancellation
+            try:
                 listener(signal_number, self.count)
+            except Exception:  # a listener never breaks the cancellation, but it is told
+                logger.exception("a cancel listener (%r) failed; cancelling anyway", listener)
         if self.count > 1:
             force_exit(signal_number)
             return False
@@ -223,15 +226,14 @@ def watching_requests(client: Any, job_id: str, *, every_s: float = 0.5) -> Iter
     done = threading.Event()
 
     def watch() -> None:
-        while not done.wait(every_s):
-            try:
-                asked = client.exists(key)
-            except Exception:  # Redis away for a moment: the job's own clients retry too
-                continue
-            if asked:
-                logger.warning("job %s: cancelled on request (ultron cancel)", job_id)
-                CANCEL.request(None)
-                return
+        try:
+            _watch_requests(client, key, job_id, done, every_s)
+        except Exception:
+            logger.exception(
+                "job %s: the watcher of `ultron cancel` requests broke and stopped; Ctrl-C or "
+                "SIGTERM still cancel the job",
+                job_id,
+            )
 
     thread = threading.Thread(target=watch, name=f"ultron-cancel-{job_id}", daemon=True)
     thread.start()
@@ -240,3 +242,27 @@ def watching_requests(client: Any, job_id: str, *, every_s: float = 0.5) -> Iter
     finally:
         done.set()
         thread.join(timeout=2.0)
+
+
+def _watch_requests(
+    client: Any, key: str, job_id: str, done: threading.Event, every_s: float
+) -> None:
+    """Poll ``key`` until it is set (then request :data:`CANCEL`) or ``done`` is set."""
+    unreachable = False
+    while not done.wait(every_s):
+        try:
+            asked = client.exists(key)
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            # Redis away for a moment (a restart, a Sentinel failover): the next poll asks again,
+            # as the job's own clients retry. Anything else is a bug and ends the watcher.
+            if not unreachable:
+                logger.warning("job %s: cannot read cancel requests for now: %r", job_id, exc)
+            unreachable = True
+            continue
+        if unreachable:
+            logger.info("job %s: reading cancel requests again", job_id)
+            unreachable = False
+        if asked:
+            logger.warning("job %s: cancelled on request (ultron cancel)", job_id)
+            CANCEL.request(None)
+            return
