@@ -15,6 +15,7 @@ __all__ = [
     "JobCancelledError",
     "JobFailedError",
     "ResourceTimeoutError",
+    "ServiceUnreachableError",
     "SpecError",
     "TrialError",
     "UltronError",
@@ -54,6 +55,13 @@ class SpecError(UltronError):
         lines = [f"{source} has {len(self.issues)} problem(s):"]
         lines += [f"  - {issue}" for issue in self.issues]
         super().__init__("\n".join(lines))
+
+
+class ServiceUnreachableError(SpecError):
+    """A service the job needs (its Redis, its storage, the Prefect server) did not answer.
+
+    A :class:`SpecError` too: its issue names the field the address came from, and the fix.
+    """
 
 
 class EnvironmentVariableError(SpecError):

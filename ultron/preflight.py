@@ -25,7 +25,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 import redis
 from redis.sentinel import SentinelConnectionPool
 
-from ultron.errors import ConfigIssue, SpecError
+from ultron.errors import ConfigIssue, ServiceUnreachableError, SpecError
 from ultron.redis.client import connect_once, is_sentinel_url, parse_sentinel_url
 
 __all__ = ["check_redis", "check_storage", "mask_url"]
@@ -69,10 +69,14 @@ def mask_url(url: str) -> str:
     return text + (f"?{query}" if query else "") + (f"#{parts.fragment}" if parts.fragment else "")
 
 
-def _problem(field: str, value: str, rule: str, fix: str) -> SpecError:
+def _problem(
+    field: str, value: str, rule: str, fix: str, *, unreachable: bool = False
+) -> SpecError:
+    """The error naming ``field``; ``unreachable``: the service there did not answer."""
     # An upper-case field is an environment variable (REDIS_URL), any other a spec field.
     source = "the environment" if field.isupper() else "job spec"
-    return SpecError([ConfigIssue(field, value, rule, fix)], source)
+    kind = ServiceUnreachableError if unreachable else SpecError
+    return kind([ConfigIssue(field, value, rule, fix)], source)
 
 
 class _NoAnswer(Exception):
@@ -150,6 +154,7 @@ def check_redis(url: str, *, field: str, timeout_s: float = 5.0) -> None:
         mask_url(url),
         f"{lead} within {timeout_s:g} s, but {reason}",
         f"start {where} or correct {field} ({form}), or {leave_out}",
+        unreachable=True,
     )
 
 
@@ -359,7 +364,8 @@ def _check_remote(
     except _NoAnswer:
         rule = f"its storage must answer within {timeout_s:g} s, but none came (timed out)"
         fix = "check the endpoint (AWS_ENDPOINT_URL, or client_kwargs.endpoint_url), the "
-        raise _problem(field, shown, rule, fix + "network and the credentials") from None
+        fix += "network and the credentials"
+        raise _problem(field, shown, rule, fix, unreachable=True) from None
     except PermissionError as exc:
         rule = f"these credentials must be allowed to read it, but access was denied ({exc})"
         fix = "use credentials with access, or another bucket"
@@ -367,7 +373,7 @@ def _check_remote(
     except Exception as exc:
         rule = f"it must be reachable, but looking at it failed ({type(exc).__name__}: {exc})"
         fix = f"check the endpoint, the network and the credentials, or correct {field}"
-        raise _problem(field, shown, rule[:400], fix) from None
+        raise _problem(field, shown, rule[:400], fix, unreachable=True) from None
     if found is None:
         top = str(root).strip("/").split("/", 1)[0]
         raise _problem(

@@ -15,13 +15,14 @@ import os
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from ultron.cli.exits import ExitCode, fail
 from ultron.errors import ConfigIssue, UltronError
 
 if TYPE_CHECKING:
@@ -34,8 +35,6 @@ def _out() -> Console:
     """The terminal, measured when a command prints (COLUMNS may differ from import time)."""
     return Console()
 
-
-err_console = Console(stderr=True, soft_wrap=True)
 
 limits_app = typer.Typer(
     help="The compute-unit limits: global and per tenant (shown without a command)."
@@ -52,11 +51,6 @@ def register(app: typer.Typer) -> None:
     """Adds ``ultron limits`` and ``ultron jobs`` to the ``ultron`` command."""
     app.add_typer(limits_app, name="limits")
     app.command("jobs")(jobs)
-
-
-def _fail(exc: Exception) -> NoReturn:
-    err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
-    raise typer.Exit(code=2)
 
 
 @contextlib.contextmanager
@@ -76,7 +70,7 @@ def shared_redis(redis_url: str | None) -> Iterator[str]:
             else:
                 url = stack.enter_context(ensure_embedded_redis(ultron_home() / "redis")).url
         except UltronError as exc:
-            _fail(exc)
+            fail(exc)
         yield url
 
 
@@ -93,7 +87,7 @@ def _limiter(redis_url: str | None) -> Iterator[ResourceLimiter]:
         try:
             max_units = read_max_units(client, default=settings().max_units)
         except UltronError as exc:
-            _fail(exc)
+            fail(exc, code=ExitCode.BAD_INPUT)  # a limit given or stored
         yield ResourceLimiter(client, max_units=max_units)
 
 
@@ -125,7 +119,7 @@ def show(redis_url: RedisUrl = None) -> None:
         try:
             per_tenant = tenant_limits(limiter.client)
         except UltronError as exc:
-            _fail(exc)
+            fail(exc, code=ExitCode.BAD_INPUT)  # a limit given or stored
         stored = limiter.client.exists(keys.limiter("max_units")) > 0
         holders, waiters = limiter.holders().values(), limiter.waiters()
     in_use = _units(sum(h.units for h in holders))
@@ -170,7 +164,7 @@ def set_limit(
     if (max_units is None) == (not unset):
         rule = "give exactly one of --max-units N and --unset"
         fix = "e.g. `ultron limits set --tenant team-a --max-units 8`"
-        _fail(UltronError(str(ConfigIssue("--max-units", max_units, rule, fix))))
+        fail(str(ConfigIssue("--max-units", max_units, rule, fix)), code=ExitCode.BAD_INPUT)
     what = f"max_units of tenant {tenant!r}" if tenant is not None else "the global max_units"
     with _limiter(redis_url) as limiter:
         try:
@@ -179,7 +173,7 @@ def set_limit(
             else:
                 set_tenant_max_units(limiter.client, tenant, max_units)
         except UltronError as exc:
-            _fail(exc)
+            fail(exc, code=ExitCode.BAD_INPUT)  # a limit given or stored
     done = "removed" if unset else f"set to {max_units}"
     _out().print(f"{escape(what)} {done}; jobs that start waiting now apply it", highlight=False)
 

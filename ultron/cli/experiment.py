@@ -4,14 +4,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ultron.errors import SpecError, UltronError
+from ultron.cli.exits import fail
+from ultron.errors import UltronError
 
 __all__ = ["experiment", "register", "report"]
 
@@ -22,12 +23,6 @@ def register(app: typer.Typer) -> None:
     """Adds ``ultron experiment`` and ``ultron report`` to the ``ultron`` command."""
     app.command("experiment")(experiment)
     app.command("report")(report)
-
-
-def _fail(exc: Exception) -> NoReturn:
-    """One clean error; exit 2 for bad input (nothing ran), 1 for a job that failed."""
-    err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
-    raise typer.Exit(code=2 if isinstance(exc, SpecError) else 1)
 
 
 def _names(text: str | None) -> list[str] | None:
@@ -86,7 +81,7 @@ def experiment(
                 experiment_id=experiment_id,
             )
     except UltronError as exc:
-        _fail(exc)
+        fail(exc)
     table = Table("strategy", "seeds", "mean", "std", title=f"experiment {out['experiment_id']}")
     for row in out["summary"]:
         table.add_row(row["strategy"], str(row["seeds"]), f"{row['mean']:.6g}", f"{row['std']:.6g}")
@@ -108,5 +103,5 @@ def report(
     try:
         path = write_job_report(read_job(job_results_url(storage, job_id)), title=job_id)
     except UltronError as exc:
-        _fail(exc)
+        fail(exc)
     Console().print(f"report: {escape(path)}", highlight=False, soft_wrap=True)

@@ -8,29 +8,24 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
+from ultron.cli.exits import ExitCode, fail
 from ultron.errors import ConfigIssue, SpecError
 
 __all__ = ["infra_app", "register"]
 
 console = Console(soft_wrap=True, highlight=False)
-err_console = Console(stderr=True, soft_wrap=True)
 infra_app = typer.Typer(help="The Kubernetes manifests (infra/k8s/), from typed values.")
 
 
 def register(app: typer.Typer) -> None:
     """Adds ``ultron infra`` to the ``ultron`` command."""
     app.add_typer(infra_app, name="infra")
-
-
-def _fail(exc: Exception, code: int = 2) -> NoReturn:
-    err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
-    raise typer.Exit(code=code)
 
 
 def _template(path: Path) -> dict[str, Any]:
@@ -72,12 +67,14 @@ def render(
     try:
         files = render_files(load_values(values), _template(base_job_template))
     except SpecError as exc:
-        _fail(exc)
+        fail(exc)
     if check:
         stale = stale_files(files, out) if out.is_dir() else sorted(files)
         if stale:
             fix = "ultron infra render" + (f" --values {values}" if values else "")
-            _fail(RuntimeError(f"{out} is not up to date: {', '.join(stale)}; run: {fix}"), code=1)
+            fail(
+                f"{out} is not up to date: {', '.join(stale)}; run: {fix}", code=ExitCode.JOB_FAILED
+            )
         console.print(f"{escape(str(out))}: {len(files)} files up to date")
         return
     changed = write(files, out)

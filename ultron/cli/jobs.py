@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -20,20 +20,14 @@ from rich.markup import escape
 from rich.table import Table
 
 from ultron.cli.admin import RedisUrl, shared_redis
+from ultron.cli.exits import ExitCode, fail, set_verbose
 from ultron.errors import UltronError
 
 __all__ = ["register"]
 
-err_console = Console(stderr=True, soft_wrap=True)
-
 
 def _out() -> Console:
     return Console(soft_wrap=True)
-
-
-def _fail(exc: Exception | str, code: int = 2) -> NoReturn:
-    err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
-    raise typer.Exit(code=code)
 
 
 def register(app: typer.Typer) -> None:
@@ -59,8 +53,13 @@ def _main(
             "--version", callback=_version, is_eager=True, help="Print the version and exit."
         ),
     ] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option("--verbose", "-v", help="Show the traceback of an error that ends a command."),
+    ] = False,
 ) -> None:
     """Ultron-AutoML: distributed hyper-parameter optimization."""
+    set_verbose(verbose)
 
 
 def _score(value: float | None) -> str:
@@ -115,7 +114,7 @@ def status(
         client = connect(url)
         if job_id is not None:
             if not client.exists(_job_key(job_id)):
-                _fail(f"job {job_id!r} is not known to this Redis. Fix: `ultron jobs` lists them")
+                fail(f"job {job_id!r} is not known to this Redis. Fix: `ultron jobs` lists them")
             jobs = [overview(client, job_id)]
         else:
             every = sorted(
@@ -135,7 +134,7 @@ def _job_key(job_id: str) -> str:
     try:
         return keys.job(check_job_id(job_id))
     except UltronError as exc:
-        _fail(exc)
+        fail(exc)
 
 
 def cancel(
@@ -154,10 +153,10 @@ def cancel(
     with shared_redis(redis_url) as url:
         client = connect(url)
         if not client.exists(_job_key(job_id)):
-            _fail(f"job {job_id!r} is not known to this Redis. Fix: `ultron jobs` lists them")
+            fail(f"job {job_id!r} is not known to this Redis. Fix: `ultron jobs` lists them")
         state = overview(client, job_id).status
         if state != "running":
-            _fail(f"job {job_id} is {state}, not running; there is nothing to cancel")
+            fail(f"job {job_id} is {state}, not running; there is nothing to cancel")
         request_cancel(client, job_id)
         _out().print(f"asked job {escape(job_id)} to stop", highlight=False)
         deadline = time.monotonic() + wait
@@ -169,10 +168,10 @@ def cancel(
     if wait <= 0:
         return
     if state == "running":
-        _fail(
+        fail(
             f"job {job_id} still runs after {wait:g} s; its process may be gone (then its "
             "units return after ULTRON_LEASE_TTL). Fix: check `ultron status`, or wait longer",
-            code=1,
+            code=ExitCode.JOB_FAILED,
         )
     _out().print(f"job {escape(job_id)} {state}", highlight=False)
 
@@ -192,14 +191,14 @@ def submit(
     try:
         job, uploaded = upload_spec_code(spec)
     except UltronError as exc:
-        _fail(exc)
+        fail(exc)
     out = _out()
     verb = "uploaded code base to" if uploaded else "code base unchanged, already at"
     out.print(f"{verb} {escape(str(job.code))}", highlight=False)
     try:
         run = start_run(job, deployment=deployment, job_id=job_id)
     except UltronError as exc:
-        _fail(exc)
+        fail(exc)
     out.print(f"job id: {escape(run.job_id)}\nflow run: {escape(run.url)}", highlight=False)
     if wait:
         raise typer.Exit(code=_follow(run))

@@ -12,7 +12,7 @@ import os
 import shlex
 import sys
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -20,6 +20,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from ultron.cli.exits import code_for, err_console, fail, set_verbose
 from ultron.errors import JobCancelledError, SpecError, UltronError
 
 app = typer.Typer(
@@ -28,17 +29,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 console = Console()
-# soft_wrap: an error is printed whole, its lines as they are, at any terminal width (rich would
-# otherwise break them at the width, COLUMNS or 80 without a terminal, mid-sentence).
-err_console = Console(stderr=True, soft_wrap=True)
 
 SpecArg = Annotated[Path, typer.Argument(help="The job spec, YAML or JSON.")]
-
-
-def _fail(exc: Exception) -> NoReturn:
-    # escape: an error quotes user input, and "[lr]" or "[/tmp]" there is text, not markup.
-    err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
-    raise typer.Exit(code=2)
 
 
 @app.command()
@@ -49,7 +41,7 @@ def validate(spec: SpecArg) -> None:
     try:
         job = load_spec(spec, check_code=True)
     except SpecError as exc:
-        _fail(exc)
+        fail(exc)
     console.print(
         f"[green]ok[/]: {escape(str(spec))} is a valid job spec ({escape(job.name)}: "
         f"{job.num_iterations} trials of {job.model}, strategy {escape(job.strategy)})",
@@ -141,9 +133,10 @@ def run(
     """Run an HPO job: a progress bar while it runs (a line per trial when piped), the
     leaderboard at the end. Ctrl-C cancels it (resumable); a second Ctrl-C forces the exit."""
     os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
+    set_verbose(verbose)
     from ultron.api import preflight
     from ultron.api import run as run_job
-    from ultron.master.cancel import CANCEL, exit_code
+    from ultron.master.cancel import CANCEL
     from ultron.master.progress import ProgressEvent, listening
     from ultron.paths import check_job_id, job_results_url, new_job_id, scratch_dir
     from ultron.secrets import install_redaction
@@ -156,7 +149,7 @@ def run(
         log_path = scratch_dir(job_id) / "job.log"
         preflight(job)
     except UltronError as exc:
-        _fail(exc)
+        fail(exc)
     resume = f"ultron run {shlex.quote(str(spec))} --job-id {job_id}"
     results_url = job_results_url(job.storage, job_id)
     console.print(
@@ -194,17 +187,11 @@ def run(
             f"{escape(where)}",
             highlight=False,
         )
-        raise typer.Exit(code=exit_code(exc.signal_number)) from None
+        raise typer.Exit(code=code_for(exc)) from None
     except SpecError as exc:
-        err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
-        raise typer.Exit(code=2) from None
+        fail(exc)
     except Exception as exc:
-        text = str(exc) if isinstance(exc, UltronError) else f"{type(exc).__name__}: {exc}"
-        err_console.print(
-            f"[bold red]error:[/] job {escape(job_id)} failed: {escape(text)}\n{escape(where)}",
-            highlight=False,
-        )
-        raise typer.Exit(code=1) from None
+        fail(exc, about=f"job {job_id} failed: ", where=where)
     console.print(_leaderboard(result, metric))
     console.print(f"[bold green]best {metric}[/]: {result.best_score}")
     console.print(f"[bold green]best configuration[/]: {result.best_config}")
@@ -281,5 +268,22 @@ register_experiment(app)  # ultron experiment, ultron report
 from ultron.cli.infra import register as register_infra  # noqa: E402
 
 register_infra(app)  # ultron infra render
+
+
+def main() -> None:
+    """The ``ultron`` command (``[project.scripts]``): the CLI, in the command's own process.
+
+    An error no command turned into its message (a Redis that went away mid-command, a bug)
+    still ends it with one line and the exit status of its type (:mod:`ultron.cli.exits`).
+    """
+    try:
+        app(prog_name="ultron")
+    except Exception as exc:
+        try:
+            fail(exc)
+        except typer.Exit as done:
+            sys.exit(done.exit_code)
+
+
 if __name__ == "__main__":
-    app()
+    main()

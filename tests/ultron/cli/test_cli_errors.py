@@ -77,7 +77,7 @@ def test_a_wrong_redis_url_fails_at_once_naming_the_field(tmp_path: Path) -> Non
 
     done = _ultron("run", str(spec), home=tmp_path / "home", cwd=tmp_path, timeout=30)
 
-    assert done.returncode == 2
+    assert done.returncode == 3  # a service unreachable (ultron.cli.exits)
     assert "redis_url" in done.stderr and f"127.0.0.1:{port}" in done.stderr
     assert "hunter2" not in done.stdout + done.stderr
     assert "Traceback" not in done.stdout + done.stderr
