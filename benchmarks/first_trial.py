@@ -17,11 +17,11 @@ and their ratio.
     python -m benchmarks.first_trial --runs 3   # more measured rounds (a warm-up run first)
 
 With ``--cli``, the command instead: each round times ``ultron run job.json`` from the moment
-the command is started to the first ``score`` call and to its exit, as ultron runs it (the job
-forked from the warm runner, :mod:`ultron.runner`; the warm-up run starts the runner) and the
-baseline with ``ULTRON_WARM_RUNNER=0`` (the job in the command's own process), side by side.
+the command is started to the first ``score`` call and to its exit. The job runs in the
+command's own process (the ``ultron`` command is the CLI itself), with forked workers and with
+the spawned-worker baseline, side by side.
 
-    python -m benchmarks.first_trial --cli --runs 5
+    python -m benchmarks.first_trial --cli --runs 3
 """
 
 from __future__ import annotations
@@ -129,13 +129,13 @@ def _spec(storage: str) -> tuple[dict[str, Any], str]:
     }, stamp
 
 
-def command_run(storage: str, *, warm_runner: bool) -> dict[str, float]:
+def command_run(storage: str, *, spawn: bool) -> dict[str, float]:
     """Time one ``ultron run`` command of the one-trial job: first ``score`` call and exit,
-    seconds from the command's start."""
+    seconds from the command's start; ``spawn``: the baseline (``ULTRON_SPAWN_WORKERS=1``)."""
     spec, stamp = _spec(storage)
     path = Path(storage) / f"job-{uuid.uuid4().hex}.json"
     path.write_text(json.dumps(spec))
-    env = dict(os.environ, ULTRON_WARM_RUNNER="1" if warm_runner else "0")
+    env = _environ(spawn=spawn)
     command = [str(Path(sys.executable).parent / "ultron"), "run", str(path)]
     started = time.time()
     done = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
@@ -146,30 +146,53 @@ def command_run(storage: str, *, warm_runner: bool) -> dict[str, float]:
     return {"first_score_s": first_score - started, "wall_s": ended - started}
 
 
+def _environ(*, spawn: bool) -> dict[str, str]:
+    env = {key: value for key, value in os.environ.items() if key != "ULTRON_SPAWN_WORKERS"}
+    if spawn:
+        env["ULTRON_SPAWN_WORKERS"] = "1"
+    return env
+
+
+def summary(runs: list[dict[str, Any]], baseline: list[dict[str, Any]], *, what: str) -> str:
+    """Best and median time to first trial (and the median whole run) of ``runs`` (forked
+    workers) and ``baseline`` (spawned), and the median of their round-by-round ratios."""
+    if not runs or len(runs) != len(baseline):
+        raise ValueError(
+            f"runs has {len(runs)} rounds and baseline {len(baseline)}; both need the same "
+            "number, at least 1: measure them in pairs"
+        )
+    lines = [f"over {len(runs)} round(s) ({os.cpu_count()} CPU cores): best / median"]
+    for name, measured in ((f"{what}, forked workers", runs), (f"{what}, spawned", baseline)):
+        first = sorted(r["first_score_s"] for r in measured)
+        wall = sorted(r["wall_s"] for r in measured)
+        lines.append(
+            f"{name:<36} first trial {first[0]:.2f} / {_median(first):.2f} s   "
+            f"whole {wall[0]:.2f} / {_median(wall):.2f} s"
+        )
+    pairs = zip(runs, baseline, strict=True)
+    ratios = sorted(r["first_score_s"] / b["first_score_s"] for r, b in pairs)
+    lines.append(f"time to first trial, forked / spawned: median x{_median(ratios):.2f}")
+    return "\n".join(lines)
+
+
+def _median(values: list[float]) -> float:
+    return values[len(values) // 2]
+
+
 def _commands(runs: int) -> None:
     storage = tempfile.mkdtemp(prefix="ultron-first-trial-")
-    warm = command_run(storage, warm_runner=True)
-    print(f"warm-up command (starts the runner): first trial {warm['first_score_s']:.2f} s")
-    measured: dict[str, list[dict[str, float]]] = {"warm runner": [], "in-process": []}
+    warm = command_run(storage, spawn=False)
+    print(f"warm-up command (may build the environment): first trial {warm['first_score_s']:.2f} s")
+    measured: dict[str, list[dict[str, float]]] = {"forked workers": [], "spawned": []}
     for index in range(1, runs + 1):  # interleaved: both see the same load
-        for name in measured:
-            run = command_run(storage, warm_runner=name == "warm runner")
-            measured[name].append(run)
+        for name, values in measured.items():
+            values.append(command_run(storage, spawn=name == "spawned"))
             print(
-                f"round {index}, {name:<12} first trial {run['first_score_s']:.2f} s   "
-                f"whole command {run['wall_s']:.2f} s"
+                f"round {index}, {name:<15} first trial {values[-1]['first_score_s']:.2f} s   "
+                f"whole command {values[-1]['wall_s']:.2f} s"
             )
-    print(f"\nover {runs} round(s) ({os.cpu_count()} CPU cores): best / median")
-    for name, values in measured.items():
-        first = sorted(r["first_score_s"] for r in values)
-        wall = sorted(r["wall_s"] for r in values)
-        print(
-            f"{'ultron run, ' + name:<28} first trial {first[0]:.2f} / {first[len(first) // 2]:.2f}"
-            f" s   whole command {wall[0]:.2f} / {wall[len(wall) // 2]:.2f} s"
-        )
-    pairs = zip(measured["warm runner"], measured["in-process"], strict=True)
-    ratios = sorted(r["first_score_s"] / b["first_score_s"] for r, b in pairs)
-    print(f"time to first trial, warm runner / in-process: median x{ratios[len(ratios) // 2]:.2f}")
+    print()
+    print(summary(measured["forked workers"], measured["spawned"], what="ultron run"))
 
 
 def _record_start_methods() -> list[str]:
@@ -192,9 +215,7 @@ def _record_start_methods() -> list[str]:
 def _child(storage: str, *, spawn: bool = False) -> dict[str, Any]:
     """Measure one run in a fresh interpreter (a user's second ``ultron run``); ``spawn``: the
     baseline, local workers spawned (``ULTRON_SPAWN_WORKERS=1``)."""
-    env = {key: value for key, value in os.environ.items() if key != "ULTRON_SPAWN_WORKERS"}
-    if spawn:
-        env["ULTRON_SPAWN_WORKERS"] = "1"
+    env = _environ(spawn=spawn)
     done = subprocess.run(
         [sys.executable, "-m", "benchmarks.first_trial", "--child", storage],
         capture_output=True,
@@ -244,17 +265,8 @@ def main() -> None:
         for name, run in (("forked workers", runs[-1]), ("baseline, spawned", baseline[-1])):
             print(f"\nround {index}, {name} ({os.cpu_count()} CPU cores)")
             report(run)
-    print(f"\nover {args.runs} round(s): {'':<20}{'best':>8}{'median':>8}   whole job (median)")
-    for name, measured in (("ultron (forked workers)", runs), ("baseline (spawned)", baseline)):
-        first = sorted(r["first_score_s"] for r in measured)
-        wall = sorted(r["wall_s"] for r in measured)
-        print(
-            f"{name:<36}{first[0]:>8.2f}{first[len(first) // 2]:>8.2f}   "
-            f"{wall[len(wall) // 2]:.2f} s"
-        )
-    pairs = zip(runs, baseline, strict=True)
-    ratios = sorted(r["first_score_s"] / b["first_score_s"] for r, b in pairs)
-    print(f"time to first trial, ultron / baseline: median x{ratios[len(ratios) // 2]:.2f}")
+    print()
+    print(summary(runs, baseline, what="ultron.run"))
 
 
 if __name__ == "__main__":

@@ -23,9 +23,6 @@ from ultron.servers.redis import EmbeddedRedis
 # ultron.servers.prefect); each test's own home would otherwise keep one running for the
 # ten idle minutes a user's machine gets, dozens at once by the end of the suite.
 os.environ.setdefault("ULTRON_PREFECT_IDLE_S", "15")
-# Likewise the warm runner (ultron.runner) that each home's first `ultron run` starts: about
-# 250 MB each, so they stop 15 s after their last job rather than ten minutes.
-os.environ.setdefault("ULTRON_RUNNER_IDLE_S", "15")
 
 _S3_ENV = {
     "AWS_ACCESS_KEY_ID": "testing",

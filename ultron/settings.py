@@ -68,9 +68,6 @@ class UltronSettings(BaseSettings):
         redis_retry_s: seconds Redis clients retry through an outage.
         spawn_workers: local workers start in fresh interpreters, not from the warm
             forkserver (a benchmark's baseline).
-        warm_runner: ``ultron run`` forks its job from the warm runner
-            (:mod:`ultron.runner`) instead of importing everything in its own process.
-        runner_idle_s: seconds the warm runner waits for another job before it stops.
 
     Example:
         >>> UltronSettings(dask_address="tcp://scheduler:8786").dask_address
@@ -135,21 +132,6 @@ class UltronSettings(BaseSettings):
         "(the baseline of benchmarks/overhead.py).",
         rule="it must be a boolean",
         example="1",
-    )
-    warm_runner: bool = _field(
-        True,
-        description="`ultron run` forks its job from a warm runner that imported Prefect, Dask "
-        "and ultron once (started by the first `ultron run`, stopped when idle); 0 runs each "
-        "job in the command's own process.",
-        rule="it must be a boolean",
-        example="0",
-    )
-    runner_idle_s: float = _field(
-        600.0,
-        gt=0,
-        description="Seconds the warm runner waits for another `ultron run` before it stops.",
-        rule="it must be a number of seconds greater than 0",
-        example="600",
     )
     gpus: int | None = _field(
         ge=0,

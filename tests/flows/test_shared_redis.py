@@ -57,9 +57,7 @@ def _spec(tmp_path: Path, name: str, *, trials: int, sleep: float, parallelism: 
 def _start(spec: Path, job_id: str, home: Path) -> subprocess.Popen[str]:
     env = {key: value for key, value in os.environ.items() if key != "REDIS_URL"}
     env["ULTRON_HOME"] = str(home)
-    # Each job runs in its command's process, whose pid the test finds in users/ (from the warm
-    # runner, ultron.runner, the job's process would be a fork of the runner).
-    env["ULTRON_WARM_RUNNER"] = "0"
+    # Each job runs in its command's process, whose pid the test finds in users/.
     out = spec.with_suffix(".out").open("w")
     err = spec.with_suffix(".err").open("w")
     # Files, not pipes: the test polls while the jobs run and never reads a pipe meanwhile.

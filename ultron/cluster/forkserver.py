@@ -23,11 +23,9 @@ forkserver's process state from when it started, not the job's now:
 The working directory and ``sys.path`` travel with each worker's start, as with ``spawn``. The
 forkserver runs no user code; :func:`stop` ends it with the job (``ultron.run``).
 
-In a job forked from the warm runner (:mod:`ultron.runner`, which calls :func:`fork_here`),
-the forkserver is the job's process forked rather than a fresh interpreter that imports
-:data:`PRELOAD` again: it answers at once instead of a second later, with the same modules, and
-keeps only the file descriptors a fresh one would get. Only there: another process (a notebook,
-a test runner) may hold threads and state no worker should inherit.
+This is Dask's own way to start workers (``distributed.worker.multiprocessing-method``) with
+multiprocessing's own forkserver and its preload list; nothing here speaks the forkserver's
+protocol. ``ULTRON_SPAWN_WORKERS=1`` spawns every worker (the baseline).
 """
 
 from __future__ import annotations
@@ -39,12 +37,11 @@ import multiprocessing.forkserver
 import os
 import resource
 import signal
-import sys
 import threading
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["fork_here", "start", "stop", "warm", "worker_start_method"]
+__all__ = ["start", "stop", "warm", "worker_start_method"]
 
 logger = logging.getLogger(__name__)
 
@@ -53,16 +50,6 @@ PRELOAD = ["distributed", "ultron.worker.runner"]
 
 _lock = threading.Lock()
 _started: dict[str, Any] | None = None  # this process's state when our forkserver started
-_fork_here: str | None = None  # this process's hash seed, when it may be forked as the server
-
-
-def fork_here(hash_seed: str) -> None:
-    """Let :func:`start` fork this process as the forkserver once it imported :data:`PRELOAD`
-    (the warm runner's jobs: they imported it before any thread or connection existed), when
-    ``hash_seed``, the ``PYTHONHASHSEED`` this interpreter started with, is the one Dask's
-    nanny gives a worker: a forked worker keeps this process's hash seed."""
-    global _fork_here
-    _fork_here = hash_seed
 
 
 def start() -> None:
@@ -86,64 +73,13 @@ def start() -> None:
         resource_tracker.ensure_running()
         mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
-            if not _fork_server(server):
-                multiprocessing.forkserver.ensure_running()
+            multiprocessing.forkserver.ensure_running()
         except (OSError, ValueError) as exc:  # workers are spawned: slower, never wrong
-            logger.debug("no forkserver for the local workers: %s", exc)
+            logger.warning("no forkserver for the local workers, they are spawned: %s", exc)
             return
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         _started = _process_state()
-
-
-def _fork_server(server: Any) -> bool:
-    """Start ``server`` as a fork of this process when it imported :data:`PRELOAD` already;
-    CPython's ``ForkServer.ensure_running`` otherwise (``False``). Python 3.11 to 3.13's
-    protocol: a listening socket and an "alive" pipe, as ``ensure_running`` sets them up."""
-    global _lock
-    if not _fork_here or sys.version_info >= (3, 14):
-        return False
-    if not all(name in sys.modules for name in PRELOAD):
-        return False
-    if not _fork_here.isdigit() or _nanny_environ().get("PYTHONHASHSEED") != _fork_here:
-        return False
-    if hasattr(server, "_forkserver_authkey"):  # a newer protocol than the one below
-        return False
-    import socket
-    from multiprocessing import connection, util
-
-    with server._lock, socket.socket(socket.AF_UNIX) as listener:
-        address = connection.arbitrary_address("AF_UNIX")  # type: ignore[attr-defined]
-        listener.bind(address)
-        if not util.is_abstract_socket_namespace(address):
-            os.chmod(address, 0o600)
-        listener.listen()
-        alive_r, alive_w = os.pipe()
-        try:
-            pid = os.fork()
-        except OSError:
-            os.close(alive_r)
-            os.close(alive_w)
-            raise
-        if pid == 0:  # the forkserver: the descriptors a spawned one gets, then its loop
-            code = 1
-            try:
-                # Both locks are held by this thread in the parent: fresh ones here (a worker
-                # that starts a forkserver of its own must not wait on them forever).
-                _lock = threading.Lock()
-                server._lock = threading.Lock()
-                keep = sorted({0, 1, 2, listener.fileno(), alive_r})
-                for low, high in zip(keep, [*keep[1:], os.sysconf("SC_OPEN_MAX")], strict=True):
-                    os.closerange(low + 1, high)
-                multiprocessing.forkserver.main(listener.fileno(), alive_r, [])
-                code = 0
-            finally:
-                os._exit(code)
-        os.close(alive_r)
-        server._forkserver_address = address
-        server._forkserver_alive_fd = alive_w
-        server._forkserver_pid = pid
-    return True
 
 
 def stop() -> None:
@@ -158,7 +94,7 @@ def stop() -> None:
         # CPython's own way to stop it (closing its "alive" pipe, then waiting for it).
         stop_server = getattr(multiprocessing.forkserver._forkserver, "_stop", None)
         if stop_server is not None:
-            with contextlib.suppress(OSError):
+            with contextlib.suppress(OSError):  # it is gone already: nothing left to stop
                 stop_server()
 
 

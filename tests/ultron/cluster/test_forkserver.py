@@ -168,9 +168,8 @@ def test_a_job_runs_its_trials_on_workers_forked_from_the_forkserver(
     (tmp_path / "job.yaml").write_text(json.dumps(spec))
     calls = tmp_path / "calls.jsonl"
     env = {k: v for k, v in os.environ.items() if k != "ULTRON_DASK_ADDRESS"}
-    # In the command's own process, which starts a fresh forkserver; a job of the warm runner
-    # forks its forkserver from itself (tests/ultron/test_runner.py).
-    env.update(TOY_CALLS_FILE=str(calls), ULTRON_HOME=str(ultron_home), ULTRON_WARM_RUNNER="0")
+    # The `ultron` command runs the job in its own process, which starts the forkserver.
+    env.update(TOY_CALLS_FILE=str(calls), ULTRON_HOME=str(ultron_home))
     ultron = str(Path(sys.executable).with_name("ultron"))
     with subprocess.Popen(
         [ultron, "run", str(tmp_path / "job.yaml"), "--job-id", "forked-1"],
