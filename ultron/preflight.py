@@ -20,53 +20,18 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar, cast
-from urllib.parse import parse_qsl, urlencode, urlsplit
+from urllib.parse import urlsplit
 
 import redis
 from redis.sentinel import SentinelConnectionPool
 
 from ultron.errors import ConfigIssue, ServiceUnreachableError, SpecError
 from ultron.redis.client import connect_once, is_sentinel_url, parse_sentinel_url
+from ultron.secrets import mask_url
 
 __all__ = ["check_redis", "check_storage", "mask_url"]
 
 _T = TypeVar("_T")
-_MASK = "****"
-_SECRET_PARAMS = frozenset(
-    {"password", "secret", "token", "key", "secret_access_key", "sentinel_password", "ssl_password"}
-)
-
-
-def mask_url(url: str) -> str:
-    """``url`` with its password replaced by ``****``, in the user part and in the query.
-
-    Example:
-        >>> mask_url("redis://:s3cret@db.example:6379/0")
-        'redis://:****@db.example:6379/0'
-        >>> mask_url("redis://alice:s3cret@db.example:6379/0?password=s3cret")
-        'redis://alice:****@db.example:6379/0?password=****'
-        >>> mask_url("s3://bucket/prefix")
-        's3://bucket/prefix'
-    """
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return _MASK  # unreadable: it may hold anything
-    netloc = parts.netloc
-    if "@" in netloc:
-        userinfo, _, hostport = netloc.rpartition("@")
-        user, colon, _ = userinfo.partition(":")
-        netloc = f"{user}:{_MASK}@{hostport}" if colon else netloc
-    query = parts.query
-    pairs = parse_qsl(query, keep_blank_values=True)
-    if any(name.lower() in _SECRET_PARAMS for name, _ in pairs):
-        masked = [(n, _MASK if n.lower() in _SECRET_PARAMS else v) for n, v in pairs]
-        query = urlencode(masked, safe="*")
-    if (netloc, query) == (parts.netloc, parts.query):
-        return url
-    # By hand: urlunsplit drops the "//" of an empty host (unix:///run/redis.sock).
-    text = f"{parts.scheme}://{netloc}{parts.path}" if parts.scheme else f"{netloc}{parts.path}"
-    return text + (f"?{query}" if query else "") + (f"#{parts.fragment}" if parts.fragment else "")
 
 
 def _problem(

@@ -30,21 +30,21 @@ import threading
 import traceback
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote, urlsplit
-
-from ultron.preflight import mask_url
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
 if TYPE_CHECKING:
     from ultron.spec.job import JobSpec
 
 __all__ = [
     "MASK",
+    "SECRET_QUERY_KEYS",
     "RedactingFilter",
     "add_secrets",
     "conceal",
     "env_secrets",
     "install_redaction",
     "known_secrets",
+    "mask_url",
     "redact",
     "redacted_spec",
     "reveal",
@@ -62,6 +62,26 @@ _STORES = ("AWS_", "GOOGLE_", "AZURE_")
 _LOGGERS = ("", "prefect", "distributed", "ultron")
 # scheme://user:password@host: the password ends at the last "@" before the host's "/".
 _URL_PASSWORD = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*:)(?P<pw>[^\s/]*)@")
+
+SECRET_QUERY_KEYS = frozenset(
+    {
+        "password",
+        "sentinel_password",
+        "ssl_password",
+        "secret",
+        "secret_access_key",
+        "token",
+        "key",
+    }
+)
+"""URL query keys whose values are secrets (the one list: :func:`mask_url` masks them in what
+is stored, :func:`redact` in what is logged, and a spec's are registered as known secrets)."""
+# ?token=... in any URL of a text: the value ends at the next "&", "#", quote or whitespace.
+_QUERY_SECRET = re.compile(
+    r"(?P<head>[?&](?:" + "|".join(sorted(map(re.escape, SECRET_QUERY_KEYS))) + r")=)"
+    r"(?P<value>[^&#\s'\"]+)",
+    re.IGNORECASE,
+)
 
 _lock = threading.Lock()
 _registered: set[str] = set()
@@ -89,12 +109,9 @@ def url_password(url: str) -> str | None:
     return None
 
 
-_SECRET_QUERY = ("password", "sentinel_password", "ssl_password")
-
-
 def _passwords(url: str) -> set[str]:
-    """Every password of ``url`` (user part, ``password``, ``sentinel_password``,
-    ``ssl_password``), as written there and decoded (``%40`` and ``@``)."""
+    """Every password of ``url`` (its user part, and the values of its
+    :data:`SECRET_QUERY_KEYS`), as written there and decoded (``%40`` and ``@``)."""
     found = {url_password(url)}
     try:
         query = urlsplit(url).query
@@ -102,7 +119,7 @@ def _passwords(url: str) -> set[str]:
         query = ""
     for pair in query.split("&"):
         name, _, value = pair.partition("=")
-        if name.lower() in _SECRET_QUERY:
+        if name.lower() in SECRET_QUERY_KEYS:
             found.add(value)
     return {form for p in found if p for form in (p, unquote(p))}
 
@@ -156,7 +173,8 @@ def known_secrets() -> frozenset[str]:
 
 
 def redact(text: str) -> str:
-    """``text`` with every known secret and every URL's password replaced by ``****``."""
+    """``text`` with every known secret, every URL's password and the value of each of its
+    :data:`SECRET_QUERY_KEYS` replaced by ``****``."""
     if not isinstance(text, str) or not text:
         return text
     pattern = _pattern
@@ -164,7 +182,40 @@ def redact(text: str) -> str:
         text = pattern.sub(MASK, text)
     if "://" in text:
         text = _URL_PASSWORD.sub(lambda m: f"{m['head']}{MASK}@", text)
+        text = _QUERY_SECRET.sub(lambda m: f"{m['head']}{MASK}", text)
     return text
+
+
+def mask_url(url: str) -> str:
+    """``url`` with its password replaced by ``****``, in the user part and in the query.
+
+    Example:
+        >>> mask_url("redis://:s3cret@db.example:6379/0")
+        'redis://:****@db.example:6379/0'
+        >>> mask_url("redis://alice:s3cret@db.example:6379/0?password=s3cret")
+        'redis://alice:****@db.example:6379/0?password=****'
+        >>> mask_url("s3://bucket/prefix")
+        's3://bucket/prefix'
+    """
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return MASK  # unreadable: it may hold anything
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, _, hostport = netloc.rpartition("@")
+        user, colon, _ = userinfo.partition(":")
+        netloc = f"{user}:{MASK}@{hostport}" if colon else netloc
+    query = parts.query
+    pairs = parse_qsl(query, keep_blank_values=True)
+    if any(name.lower() in SECRET_QUERY_KEYS for name, _ in pairs):
+        masked = [(n, MASK if n.lower() in SECRET_QUERY_KEYS else v) for n, v in pairs]
+        query = urlencode(masked, safe="*")
+    if (netloc, query) == (parts.netloc, parts.query):
+        return url
+    # By hand: urlunsplit drops the "//" of an empty host (unix:///run/redis.sock).
+    text = f"{parts.scheme}://{netloc}{parts.path}" if parts.scheme else f"{netloc}{parts.path}"
+    return text + (f"?{query}" if query else "") + (f"#{parts.fragment}" if parts.fragment else "")
 
 
 def _redact_value(value: Any) -> Any:

@@ -13,12 +13,14 @@ import redis
 from ultron.master.job_state import JobStore
 from ultron.secrets import (
     MASK,
+    SECRET_QUERY_KEYS,
     RedactingFilter,
     add_secrets,
     conceal,
     env_secrets,
     install_redaction,
     known_secrets,
+    mask_url,
     redact,
     redacted_spec,
     reveal,
@@ -160,3 +162,27 @@ def test_every_password_of_a_sentinel_url_is_a_secret() -> None:
     url = "redis+sentinel://:master-pw@h1:26379,h2:26379/svc/0?sentinel_password=sentinel-pw"
     url += "&ssl_password=key%40pw"
     assert _passwords(url) == {"master-pw", "sentinel-pw", "key%40pw", "key@pw"}
+
+
+@pytest.mark.parametrize("key", sorted(SECRET_QUERY_KEYS))
+def test_each_secret_query_key_is_masked_in_the_stored_spec_and_in_the_log(
+    key: str, redis_url: str
+) -> None:
+    # A fresh value, never registered: the log masks it by its key, as the stored spec does.
+    value = f"q-{key}-{uuid.uuid4().hex[:10]}"
+    url = f"s3://bucket/runs?region=eu&{key.upper() if key == 'token' else key}={value}&v=2"
+    client = redis.Redis.from_url(redis_url)
+    store = JobStore(client, f"secrets-{uuid.uuid4().hex}")
+    assert store.save_spec(_spec(storage=url), code_hash="c0de")
+    raw = client.hget(store.key, "spec")
+    assert raw is not None and value.encode() not in raw
+    assert json.loads(raw)["storage"].endswith(f"={MASK}&v=2")
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.addFilter(RedactingFilter())
+    logger = logging.getLogger(f"test-secrets-{uuid.uuid4().hex}")
+    logger.addHandler(handler)
+    logger.propagate = False
+    logger.warning("writing results to %s", url)
+    assert value not in stream.getvalue() and f"={MASK}&v=2" in stream.getvalue()
+    assert mask_url(url) == json.loads(raw)["storage"]  # one list, both ways
