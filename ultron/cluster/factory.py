@@ -15,7 +15,6 @@ rerunning it from scratch.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -55,11 +54,16 @@ class ClusterHandle:
 
     def close(self) -> None:
         """Close the client, and the cluster if it is ours."""
-        with contextlib.suppress(Exception):
+        # Each is closed even if the other failed; a failure is logged with its traceback.
+        try:
             self.client.close()
+        except Exception:
+            logger.warning("closing the Dask client failed", exc_info=True)
         if self.cluster is not None:
-            with contextlib.suppress(Exception):
+            try:
                 self.cluster.close()
+            except Exception:
+                logger.warning("closing the Dask cluster failed", exc_info=True)
 
 
 def _memory_limit(memory: str | None) -> int:

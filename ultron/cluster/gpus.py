@@ -81,7 +81,7 @@ def _nvml_count() -> int | None:
             return int(pynvml.nvmlDeviceGetCount())
         finally:
             pynvml.nvmlShutdown()
-    except Exception:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...: no usable GPU
+    except pynvml.NVMLError:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...: no usable GPU
         return None
 
 

@@ -142,8 +142,10 @@ class WarmProcess:
                     os.kill(pid, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
-        with contextlib.suppress(Exception):
+        try:
             self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:  # SIGKILLed yet alive (a hung disk): marked below
+            logger.warning("trial process %d outlived SIGKILL for 10 s", self.proc.pid)
         _kill_marked(self.mark)
         self.conn.close()
 
