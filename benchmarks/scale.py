@@ -85,12 +85,12 @@ def run_simulated(trials: int, workers: int, block: int, strategy: str, loop: st
     from ultron.master.loops import Master, SearchSettings
     from ultron.master.score_cache import ScoreCache
     from ultron.redis.client import connect
-    from ultron.servers.redis_share import ensure_embedded_redis
+    from ultron.servers.redis import EmbeddedRedis
     from ultron.simulation.jobs import SimulatedDispatcher
 
     bench = _Instant()
     blocks = Blocks(block)
-    with ensure_embedded_redis(Path(tempfile.mkdtemp(prefix="ultron-scale-"))) as redis:
+    with EmbeddedRedis(Path(tempfile.mkdtemp(prefix="ultron-scale-"))) as redis:
         client = connect(redis.url)
         job_id = f"scale-{uuid.uuid4().hex[:8]}"
         cls = resolve_strategy(strategy)

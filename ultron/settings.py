@@ -62,9 +62,10 @@ class UltronSettings(BaseSettings):
         lease_ttl: seconds a dead job's resource units stay held.
         max_units: the resource limiter's maximum when Redis has none set.
         prefect_server: ``shared``, one Prefect server for the machine's jobs, started by the
-            first and stopped when idle; ``ephemeral``, Prefect's own server per job.
-        prefect_idle_s: seconds the shared Prefect server waits for a job before it stops.
+            first and up until ``ultron server stop``; ``ephemeral``, Prefect's own per job.
         prefect_start_timeout_s: seconds the shared Prefect server may take to start.
+        redis_address: ``host:port`` the embedded Redis also listens on (with its password),
+            for workers on other machines; None: its Unix socket only.
         redis_retry_s: seconds Redis clients retry through an outage.
         spawn_workers: local workers start in fresh interpreters, not from the warm
             forkserver (a benchmark's baseline).
@@ -157,16 +158,10 @@ class UltronSettings(BaseSettings):
     prefect_server: Literal["shared", "ephemeral"] = _field(
         "shared",
         description="Where jobs without a PREFECT_API_URL run their flow: a Prefect server "
-        "shared by the machine's jobs (stopped when idle), or Prefect's ephemeral one per job.",
+        "shared by the machine's jobs (up until `ultron server stop`), or Prefect's ephemeral "
+        "one per job.",
         rule="it must be shared or ephemeral",
         example="ephemeral",
-    )
-    prefect_idle_s: float = _field(
-        600.0,
-        gt=0,
-        description="Seconds the shared Prefect server waits for another job before it stops.",
-        rule="it must be a number of seconds greater than 0",
-        example="600",
     )
     prefect_start_timeout_s: float = _field(
         120.0,
@@ -174,6 +169,14 @@ class UltronSettings(BaseSettings):
         description="Seconds the shared Prefect server may take to start and answer.",
         rule="it must be a number of seconds greater than 0",
         example="120",
+    )
+    redis_address: str | None = _field(
+        pattern=r"^\S+:\d{1,5}$",
+        description="host:port the embedded Redis also listens on over TCP, with its password, "
+        "for Dask workers on other machines (SLURM); unset: only its Unix socket in "
+        "ULTRON_HOME/redis, which only this user can open.",
+        rule="it must be host:port",
+        example="10.0.0.5:6379",
     )
     redis_retry_s: float = _field(
         120.0,

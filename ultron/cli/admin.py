@@ -60,18 +60,17 @@ def shared_redis(redis_url: str | None) -> Iterator[str]:
     command with one error."""
     from ultron.paths import ultron_home
     from ultron.preflight import check_redis
-    from ultron.servers.redis_share import ensure_embedded_redis
+    from ultron.servers.home_redis import start_redis
 
     url = redis_url or os.environ.get("REDIS_URL")
-    with contextlib.ExitStack() as stack:
-        try:
-            if url:
-                check_redis(url, field="--redis-url" if redis_url else "REDIS_URL")
-            else:
-                url = stack.enter_context(ensure_embedded_redis(ultron_home() / "redis")).url
-        except UltronError as exc:
-            fail(exc)
-        yield url
+    try:
+        if url:
+            check_redis(url, field="--redis-url" if redis_url else "REDIS_URL")
+        else:
+            url = start_redis(ultron_home()).url  # up until `ultron server stop`
+    except UltronError as exc:
+        fail(exc)
+    yield url
 
 
 @contextlib.contextmanager

