@@ -47,9 +47,9 @@ HERE = Path(__file__).parent
 # as ``ultron.run`` imports the flow (its Prefect import is part of the measured time).
 PHASES = [
     ("ultron.flows.hpo_job", "load_spec"),  # the first call in the flow's body
-    ("ultron.flows.hpo_job", "check_or_store_spec"),  # the first call once Redis answers
+    ("ultron.master.lifecycle", "check_or_store_spec"),  # the first call once Redis answers
     ("ultron.flows.hpo_job", "containerize"),
-    ("ultron.flows.hpo_job", "check_model"),
+    ("ultron.tasks.containerize", "check_model"),  # inside containerize
     ("ultron.flows.hpo_job", "build_strategy"),
     ("ultron.flows.hpo_job", "acquire_resources"),
     ("ultron.tasks.acquire_resources", "start_cluster"),
@@ -244,7 +244,7 @@ def report(run: dict[str, Any]) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split(":")[0])
     parser.add_argument("--runs", type=int, default=1, help="measured rounds after the warm-up")
     parser.add_argument("--child", metavar="STORAGE", help=argparse.SUPPRESS)
     parser.add_argument("--cli", action="store_true", help="time the ultron run command")
