@@ -8,6 +8,11 @@ appended to the job's strategy log (``JobState.strategy_log``); a restarted mast
 snapshot and replays the log, which gives the very same state. Every key under the job's
 ``run:`` prefix (running trials, reports, stop flags) is transient: ``finalize`` removes them all.
 
+Every write is idempotent: the Redis client retries a transaction whose reply was lost (a
+failover, :mod:`ultron.redis.client`), which may have been applied already, so a second run of
+it must leave what the first left. Hashes are set and fields removed; the strategy log is cut
+back to the length it had before the append (``LTRIM``) and then appended to.
+
 The first run of a job id also stores the spec it ran with and its code base's content hash
 (:meth:`JobStore.save_spec`); a later run with the same id is checked against them
 (:func:`ultron.master.resume.check_resume`) before it may add to the job's trials.
@@ -153,6 +158,12 @@ class JobStore:
             scalars["algorithm"] = json.dumps(algorithm) if algorithm is not None else ""
             pipe.delete(self.log_key)
         elif logged:
+            # Idempotent: the log is cut back to its length before these calls, then appended.
+            before = len(state.strategy_log) - len(logged)
+            if before > 0:
+                pipe.ltrim(self.log_key, 0, before - 1)
+            else:
+                pipe.delete(self.log_key)
             pipe.rpush(self.log_key, *(json.dumps(call) for call in logged))
         pipe.hset(self.key, mapping=scalars)
         self._flush_into(pipe)
@@ -166,6 +177,7 @@ class JobStore:
             if curves:
                 pipe.hset(self.curves_key, mapping=curves)
         pipe.execute()
+        self._flushed()
 
     def save_spec(self, spec: JobSpec, *, code_hash: str) -> bool:
         """Store the job's spec and code hash unless a run of this job id stored them before.
@@ -174,7 +186,8 @@ class JobStore:
         run of a job id wins, and later runs never overwrite what it ran with.
 
         Returns:
-            Whether they were stored now (``False``: an earlier run had stored them).
+            Whether they were stored now (``False``: an earlier run had stored them, or this
+            one, in a transaction retried after its reply was lost: the same spec either way).
         """
         pipe = self.client.pipeline(transaction=True)
         # Passwords masked: resume.MAY_CHANGE has redis_url, the one field that holds one.
@@ -218,11 +231,17 @@ class JobStore:
             self.flush()
 
     def flush(self) -> None:
-        """Write the deferred changes to the running record now (one round trip)."""
+        """Write the deferred changes to the running record now (one round trip).
+
+        The transaction sets and removes fields only, so the client may send it again after a
+        lost reply; the changes are forgotten once it succeeded, and kept for the next write if
+        it failed.
+        """
         if self._running_soon or self._done_soon:
             pipe = self.client.pipeline(transaction=True)
             self._flush_into(pipe)
             pipe.execute()
+            self._flushed()
 
     def _flush_into(self, pipe: Any) -> None:
         key = self.transient("running")
@@ -230,6 +249,8 @@ class JobStore:
             pipe.hdel(key, *self._done_soon)
         if self._running_soon:
             pipe.hset(key, mapping=self._running_soon)
+
+    def _flushed(self) -> None:
         self._running_soon, self._done_soon = {}, set()
 
     def clear_running(self) -> None:

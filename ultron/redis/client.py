@@ -19,6 +19,12 @@ Both read the same URLs, so one string travels to every process:
   Sentinel (see :func:`parse_sentinel_url`). The client asks the sentinels for the master of
   ``service_name`` whenever it connects, so a job rides through a failover: commands fail
   while the master is down and succeed once the sentinels have promoted a replica.
+
+Every call rides the retry and, on Sentinel, the lookup: plain and blocking commands,
+pipelines and transactions (``MULTI``/``EXEC``), Lua scripts (``EVALSHA``; redis-py loads a
+script again on a new master's ``NOSCRIPT``) and pub/sub (resubscribed on reconnect). A retried
+call may have been applied before its reply was lost, so what a job sends must be idempotent
+(see :meth:`ultron.master.job_state.JobStore.save`).
 """
 
 from __future__ import annotations
@@ -31,10 +37,10 @@ from urllib.parse import parse_qs, unquote
 
 import redis
 from redis.backoff import AbstractBackoff, ExponentialBackoff, NoBackoff
-from redis.connection import URL_QUERY_ARGUMENT_PARSERS
+from redis.connection import URL_QUERY_ARGUMENT_PARSERS, SSLConnection
 from redis.exceptions import BusyLoadingError, ConnectionError, TimeoutError
 from redis.retry import Retry
-from redis.sentinel import Sentinel
+from redis.sentinel import Sentinel, SentinelManagedConnection
 
 from ultron.settings import settings
 
@@ -285,6 +291,35 @@ class _SentinelMaster(redis.Redis):
                 manager.close()
 
 
+class _SentinelConnection(SentinelManagedConnection):
+    """A connection to the master that asks the sentinels for its address at every connect.
+
+    redis-py's own asks them only when a connection is taken from the pool; a command or
+    pipeline that a retry reconnects (``send_packed_command``) would reconnect to the address
+    it had, the dead master's, until the retry budget ran out. Here each socket connect follows
+    a lookup, once: the retry around the call tries again, and so asks the sentinels again.
+    """
+
+    def _connect_retry(self) -> None:
+        if not self.connection_pool.is_master:
+            super()._connect_retry()
+            return
+        self.connect_check_health(check_health=self.connection_pool.check_connection)
+
+    def connect_check_health(
+        self, check_health: bool = True, retry_socket_connect: bool = True
+    ) -> None:
+        if self._sock:
+            return
+        if self.connection_pool.is_master:
+            self.host, self.port = self.connection_pool.get_master_address()
+        super().connect_check_health(check_health=check_health, retry_socket_connect=False)
+
+
+class _SentinelSSLConnection(_SentinelConnection, SSLConnection):
+    """:class:`_SentinelConnection` over TLS."""
+
+
 def _sentinel_master(url: str, *, sentinel_timeout_s: float, **options: Any) -> redis.Redis:
     """A client of the master the sentinels of ``url`` name, found anew at each connect."""
     address = parse_sentinel_url(url)
@@ -296,6 +331,11 @@ def _sentinel_master(url: str, *, sentinel_timeout_s: float, **options: Any) -> 
         **address.sentinel_options,
     }
     manager = Sentinel(list(address.sentinels), sentinel_kwargs=sentinel_options)
+    master = {**options, **address.master_options}
+    tls = master.pop("ssl", False)
     return manager.master_for(
-        address.service_name, redis_class=_SentinelMaster, **{**options, **address.master_options}
+        address.service_name,
+        redis_class=_SentinelMaster,
+        connection_class=_SentinelSSLConnection if tls else _SentinelConnection,
+        **master,
     )
