@@ -19,10 +19,41 @@ import redis
 from ultron.api import prefect_defaults
 from ultron.servers.redis import EmbeddedRedis
 
-# The jobs that tests start in subprocesses share a Prefect server per ULTRON_HOME (the default,
-# ultron.servers.prefect); each test's own home would otherwise keep one running for the
-# ten idle minutes a user's machine gets, dozens at once by the end of the suite.
-os.environ.setdefault("ULTRON_PREFECT_IDLE_S", "15")
+
+def stop_servers(home: Path) -> None:
+    """Stop the Prefect server and the embedded Redis of ``home``, as `ultron server stop`.
+
+    Jobs with no Prefect API or Redis of their own start those of their ``ULTRON_HOME`` and
+    leave them up for the next job: each test's home would keep its own, dozens by the end.
+    """
+    from ultron.servers.home_redis import stop_redis
+    from ultron.servers.prefect import stop_prefect
+
+    if (home / "prefect" / "server.pid").exists():
+        stop_prefect(home)
+    if (home / "redis" / "redis.pid").exists():
+        stop_redis(home)
+
+
+@pytest.fixture(autouse=True)
+def _stop_servers_of_test_homes(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After a test, stop the servers of the ``ULTRON_HOME``s in its ``tmp_path`` (the home
+    itself or a folder one or two levels down)."""
+    if "tmp_path" not in request.fixturenames:
+        yield
+        return
+    tmp: Path = request.getfixturevalue("tmp_path")  # before its teardown
+    yield
+    pidfiles = ("prefect/server.pid", "redis/redis.pid")
+    homes = {
+        pidfile.parents[1]
+        for depth in ("", "*/", "*/*/")
+        for name in pidfiles
+        for pidfile in tmp.glob(depth + name)
+    }
+    for home in sorted(homes):
+        stop_servers(home)
+
 
 _S3_ENV = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -58,6 +89,7 @@ def ultron_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     before = os.environ.get("ULTRON_HOME")
     os.environ["ULTRON_HOME"] = str(home)
     yield home
+    stop_servers(home)
     if before is None:
         os.environ.pop("ULTRON_HOME", None)
     else:

@@ -1,8 +1,8 @@
-"""job_redis across processes: one embedded server per ULTRON_HOME, stopped by its last user.
+"""job_redis across processes: one embedded server per ULTRON_HOME, up until it is stopped.
 
 Each user is a separate Python process that enters ``job_redis`` as a job does and is driven
 through its stdin; servers are found by their working folder (a redis-server changes into its
-``--dir``), so a test sees every server of the folder, whoever started it.
+``dir``), so a test sees every server of the folder, whoever started it.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import pytest
 import redis
 
 from ultron.errors import SpecError
+from ultron.servers.home_redis import stop_redis
 from ultron.servers.job_redis import job_redis
 from ultron.spec.job import JobSpec
 
@@ -119,8 +120,9 @@ class _User:
 
 @pytest.fixture
 def home(tmp_path: Path, reap_redis_servers: Callable[[Path], list[int]]) -> Iterator[Path]:
-    """An ULTRON_HOME for the test's user processes; none of their servers outlives the test."""
+    """An ULTRON_HOME for the test's user processes; its server is stopped after the test."""
     yield tmp_path
+    stop_redis(tmp_path)
     left = reap_redis_servers(tmp_path / "redis")
     assert left == [], f"redis-server(s) {left} left running in {tmp_path / 'redis'}"
 
@@ -136,40 +138,39 @@ def _users(home: Path, count: int) -> Iterator[list[_User]]:
 
 
 @pytest.mark.slow
-def test_the_starter_leaves_first_and_the_last_user_stops_the_server(
+def test_the_server_outlives_its_starter_and_serves_the_next_job_until_stopped(
     home: Path, redis_servers: Callable[[Path], list[int]]
 ) -> None:
     with _users(home, 2) as (first, second):
         got_first = first.enter()
-        got_second = second.enter()
-        assert got_second == got_first
+        assert first.ask("set kept yes") == "ok"
+        first.leave()  # the process that started the server ends
         assert redis_servers(home / "redis") == [got_first["pid"]]
-        first.leave()  # the process that started the server ends first
-        assert second.ask("set kept yes") == "ok"
+        assert second.enter() == got_first  # the next job reuses it
         assert second.ask("get kept") == "yes"
-        assert (home / "redis" / "redis.json").exists()
-        assert redis_servers(home / "redis") == [got_first["pid"]]
         second.leave()
+    assert redis_servers(home / "redis") == [got_first["pid"]]  # up until stopped
+    assert stop_redis(home) == got_first["pid"]
     assert redis_servers(home / "redis") == []
-    assert not (home / "redis" / "redis.json").exists()
+    assert not (home / "redis" / "redis.sock").exists()
     with pytest.raises(redis.ConnectionError):
         redis.Redis.from_url(got_first["url"]).ping()
 
 
 @pytest.mark.slow
-def test_a_killed_starter_does_not_count_and_its_server_is_reused(
+def test_a_killed_starter_leaves_the_server_to_the_next_job(
     home: Path, redis_servers: Callable[[Path], list[int]]
 ) -> None:
     with _users(home, 2) as (starter, later):
         got = starter.enter()
         assert starter.ask("set kept yes") == "ok"
         starter.kill()  # SIGKILL: no cleanup at all
-        # The server lives on (a session of its own) and the next job reuses it.
+        # The server lives on (a daemon, in a session of its own) and the next job reuses it.
         assert redis.Redis.from_url(got["url"]).ping() is True
         assert later.enter() == got
         assert later.ask("get kept") == "yes"
-        later.leave()  # the dead starter is no user: this was the last one
-    assert redis_servers(home / "redis") == []
+        later.leave()
+    assert redis_servers(home / "redis") == [got["pid"]]
 
 
 @pytest.mark.slow
@@ -184,7 +185,8 @@ def test_three_concurrent_starts_give_one_server(
         assert redis_servers(home / "redis") == [got[0]["pid"]]
         for user in users:
             user.leave()
-    assert redis_servers(home / "redis") == []
+    log = (home / "redis" / "redis.log").read_text()
+    assert log.count("Redis is starting") == 1, log
 
 
 @pytest.mark.slow
@@ -207,7 +209,6 @@ def test_a_mute_server_is_waited_for_not_replaced(
         assert redis_servers(home / "redis") == [got["pid"]]
         first.leave()
         second.leave()
-    assert redis_servers(home / "redis") == []
 
 
 def _closed_port() -> int:
