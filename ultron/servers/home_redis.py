@@ -51,6 +51,7 @@ CONFIG = "redis.conf"
 PID_FILE = "redis.pid"
 LOG_FILE = "redis.log"
 _SOCKET_MAX = 107  # bytes in sun_path, less the final NUL
+_PIDFILE_S = 15.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -183,19 +184,21 @@ def start_redis(home: Path, *, timeout_s: float = 60.0) -> RedisServer:
     """
     folder = redis_folder(home)
     with starting(folder):
+        if _pid(folder) is None:
+            _launch(folder)
+        # A server that lives but does not answer (loading its append-only file, busy) is
+        # waited for, never replaced: two servers over one append-only file would corrupt it.
+        _wait_answer(folder, timeout_s)
         server = running_redis(home)
         if server is None:
-            _launch(folder, timeout_s)
-            server = running_redis(home)
-        if server is None:
             raise UltronError(
-                f"the embedded Redis of {folder} started but did not answer PING on its socket. "
-                f"Fix: read {folder / LOG_FILE}, or run `ultron server stop` and try again"
+                f"the embedded Redis of {folder} answered, then stopped. Fix: read "
+                f"{folder / LOG_FILE}, or run `ultron server stop` and try again"
             )
         return server
 
 
-def _launch(folder: Path, timeout_s: float) -> None:
+def _launch(folder: Path) -> None:
     sock = folder / SOCKET
     if len(os.fsencode(sock)) > _SOCKET_MAX:
         raise UltronError(
@@ -203,11 +206,10 @@ def _launch(folder: Path, timeout_s: float) -> None:
             f"Unix socket path must be at most {_SOCKET_MAX}. Fix: set ULTRON_HOME to a shorter "
             "path, e.g. ~/.cache/ultron"
         )
-    password = secret(folder / PASSWORD)
     conf = folder / CONFIG
     fd = os.open(conf, os.O_CREAT | os.O_TRUNC | os.O_WRONLY, 0o600)
     with os.fdopen(fd, "w") as out:
-        out.write(_config(folder, password, settings().redis_address))
+        out.write(_config(folder, secret(folder / PASSWORD), settings().redis_address))
     (folder / PID_FILE).unlink(missing_ok=True)  # stale: the lock is ours and no server runs
     done = subprocess.run(
         [find_redis_server(), str(conf)],
@@ -222,17 +224,35 @@ def _launch(folder: Path, timeout_s: float) -> None:
             f"redis-server {conf} exited with {done.returncode}: "
             f"{(done.stderr or done.stdout).strip()[-500:]}. Fix: read {folder / LOG_FILE}"
         )
-    url = _socket_url(folder, password)
-    deadline = time.monotonic() + timeout_s
-    while (pid := _pid(folder)) is None or _answering_pid(url) != pid:
+    # The daemon writes its pidfile once it listens, before it loads its append-only file.
+    deadline = time.monotonic() + _PIDFILE_S
+    while _pid(folder) is None:
         if time.monotonic() > deadline:
             raise UltronError(
-                f"the embedded Redis of {folder} did not answer within {timeout_s:g} s: "
-                f"{_log_tail(folder)}. Fix: read {folder / LOG_FILE}, or set REDIS_URL to a "
-                "Redis you run"
+                f"the embedded Redis of {folder} did not start: {_log_tail(folder)}. Fix: read "
+                f"{folder / LOG_FILE}, or set REDIS_URL to a Redis you run"
             )
         time.sleep(0.05)
-    logger.info("started the embedded Redis of %s (pid %s)", folder, pid)
+    logger.info("started the embedded Redis of %s (pid %s)", folder, _pid(folder))
+
+
+def _wait_answer(folder: Path, timeout_s: float) -> None:
+    url = _socket_url(folder, secret(folder / PASSWORD))
+    deadline = time.monotonic() + timeout_s
+    while (pid := _pid(folder)) is None or _answering_pid(url) != pid:
+        if pid is None:
+            raise UltronError(
+                f"the embedded Redis of {folder} exited: {_log_tail(folder)}. Fix: read "
+                f"{folder / LOG_FILE}"
+            )
+        if time.monotonic() > deadline:
+            raise UltronError(
+                f"the embedded Redis of {folder} (pid {pid}) runs but did not answer PING within "
+                f"{timeout_s:g} s; it may be loading its append-only file ({_log_tail(folder)}). "
+                f"It is not replaced while it runs. Fix: wait and run again, or stop it (ultron "
+                f"server stop)"
+            )
+        time.sleep(0.05)
 
 
 def _log_tail(folder: Path, lines: int = 5) -> str:
