@@ -5,6 +5,12 @@ and its tenant's limits from Redis, waits in ``acquire_blocking``), then holds i
 random short time and releases them: whole Prefect jobs would take minutes here and add
 nothing to what the limiter decides. A sampler watches the limiter's books and a counter the
 jobs keep themselves, throughout.
+
+This is where the property is shown: the global limit and each tenant's never exceeded (by the
+books and by the jobs' own count), every job granted, first come first served within a tenant,
+turns across tenants, nothing left held or queued. ``tests/flows/test_tenant_jobs_load.py``
+runs three real jobs for the wiring only (a job's tenant and the stored limits reach the
+limiter; a job holds its lease while it runs).
 """
 
 from __future__ import annotations
