@@ -379,6 +379,35 @@ def test_a_blocking_pop_and_a_pipeline_in_flight_ride_a_failover(tmp_path: Path)
         setup.stop()
 
 
+@pytest.mark.usefixtures("short_budget")
+def test_a_subscriber_resubscribes_on_the_new_master(tmp_path: Path) -> None:
+    """The limiter's waiting jobs listen on a channel: after a failover they hear the new one."""
+    setup = SentinelSetup(tmp_path / "sentinel").start()
+    client, publisher = connect(setup.url), connect(setup.url)
+    events = client.pubsub(ignore_subscribe_messages=True)
+    try:
+        events.subscribe("in-flight:events")
+        assert events.get_message(timeout=0.1) is None
+        setup.kill_master()
+        setup.wait_for_failover()
+        heard: list[Any] = []
+
+        def listening() -> bool:  # get_message reconnects through the sentinels, resubscribed
+            if (message := events.get_message(timeout=0.1)) is not None:
+                heard.append(message["data"])
+            subscribers = dict(publisher.pubsub_numsub("in-flight:events"))
+            return bool(subscribers[b"in-flight:events"] >= 1)
+
+        _wait_for("the subscriber back on the new master", listening)
+        assert publisher.publish("in-flight:events", "news") == 1
+        _wait_for("the news heard", lambda: listening() and heard == [b"news"])
+    finally:
+        events.close()
+        client.close()
+        publisher.close()
+        setup.stop()
+
+
 def _blocked_on(setup: SentinelSetup, client: redis.Redis) -> bool:
     return bool(int(client.info("clients")["blocked_clients"]) >= 1)
 
