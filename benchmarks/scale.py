@@ -85,7 +85,7 @@ def run_simulated(trials: int, workers: int, block: int, strategy: str, loop: st
     from ultron.master.loops import Master, SearchSettings
     from ultron.master.score_cache import ScoreCache
     from ultron.redis.client import connect
-    from ultron.servers.redis import EmbeddedRedis
+    from ultron.servers.redis_process import EmbeddedRedis
     from ultron.simulation.jobs import SimulatedDispatcher
 
     bench = _Instant()

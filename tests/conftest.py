@@ -17,7 +17,7 @@ import pytest
 import redis
 
 from ultron.api import prefect_defaults
-from ultron.servers.redis import EmbeddedRedis
+from ultron.servers.redis_process import EmbeddedRedis
 
 
 def stop_servers(home: Path) -> None:

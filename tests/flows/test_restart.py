@@ -23,7 +23,7 @@ import redis
 
 import ultron
 from ultron.limiter.resource_limiter import ResourceLimiter
-from ultron.servers.redis import EmbeddedRedis
+from ultron.servers.redis_process import EmbeddedRedis
 from ultron.trial_records import TrialStatus
 
 TOY = Path(__file__).parents[1] / "data" / "toy"

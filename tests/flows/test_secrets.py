@@ -23,7 +23,7 @@ import redis
 import yaml
 
 import ultron
-from ultron.servers.redis import find_redis_server
+from ultron.servers.redis_process import find_redis_server
 
 REPO = Path(__file__).parents[2]
 TOY = REPO / "tests" / "data" / "toy"

@@ -36,7 +36,7 @@ import redis
 
 from ultron.limiter.limits import set_max_units, set_tenant_max_units
 from ultron.limiter.resource_limiter import ResourceLimiter
-from ultron.servers.redis import EmbeddedRedis
+from ultron.servers.redis_process import EmbeddedRedis
 
 TOY = Path(__file__).parents[1] / "data" / "toy"
 MAX_UNITS = 2

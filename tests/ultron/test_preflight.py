@@ -22,7 +22,7 @@ import pytest
 
 from ultron.errors import SpecError
 from ultron.preflight import check_redis, check_storage, mask_url
-from ultron.servers.redis import EmbeddedRedis, find_redis_server
+from ultron.servers.redis_process import EmbeddedRedis, find_redis_server
 
 _PASSWORD = "hunter2-secret"
 _RULE_S = 10.0

@@ -38,7 +38,7 @@ import redis
 from ultron.errors import UltronError
 from ultron.redis.client import connect_once
 from ultron.servers.private import private_folder, secret, starting
-from ultron.servers.redis import find_redis_server
+from ultron.servers.redis_process import find_redis_server
 from ultron.settings import settings
 
 __all__ = ["RedisServer", "redis_folder", "running_redis", "start_redis", "stop_redis"]

@@ -16,7 +16,7 @@ from typer.testing import CliRunner, Result
 from ultron.cli.main import app
 from ultron.limiter.limits import read_max_units, read_tenant_max_units
 from ultron.limiter.resource_limiter import ResourceLimiter
-from ultron.servers.redis import EmbeddedRedis
+from ultron.servers.redis_process import EmbeddedRedis
 
 runner = CliRunner()
 

@@ -30,7 +30,7 @@ from ultron.errors import SpecError
 from ultron.limiter.resource_limiter import ResourceLimiter
 from ultron.preflight import check_redis
 from ultron.redis.client import connect, connect_once
-from ultron.servers.redis import find_redis_server
+from ultron.servers.redis_process import find_redis_server
 
 _PASSWORD = "s3cret-default/pw"  # a "/" proves the URL's quoting reaches redis-py
 _ALICE = ("alice", "alice-pw")

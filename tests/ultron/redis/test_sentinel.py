@@ -34,7 +34,7 @@ from ultron.limiter.resource_limiter import ResourceLimiter
 from ultron.master.job_state import JobState, JobStore
 from ultron.preflight import check_redis
 from ultron.redis.client import connect, connect_once
-from ultron.servers.redis import find_redis_server
+from ultron.servers.redis_process import find_redis_server
 from ultron.trial_records import TrialResult, TrialStatus
 
 SERVICE = "mymaster"

@@ -10,7 +10,7 @@ import pytest
 import redis
 
 from ultron.errors import UltronError
-from ultron.servers.redis import EmbeddedRedis
+from ultron.servers.redis_process import EmbeddedRedis
 
 
 def _pid_of(url: str) -> int:
