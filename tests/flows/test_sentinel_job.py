@@ -3,13 +3,17 @@
 The spec's ``redis_url`` is the ``redis+sentinel://`` URL of a real setup on loopback (one
 master, one replica, three sentinels); the flow, the Dask workers and the trial processes all
 get that URL. The master is SIGKILLed at one of three moments of a small job (four trials, two
-at a time), each forced, never left to timing:
+at a time), each forced, never left to timing, and always with a write in flight: the test pauses
+the master's writes (``CLIENT PAUSE ... WRITE``), lets the job go on, and kills the master once a
+client waits there for a write, which its retry must then send to the new master:
 
-- ``first_round``: both first trials have started; every trial waits for the kill.
+- ``first_round``: both first trials have started; every trial is held until the writes are
+  paused, and then the writes of their results are in flight.
 - ``between_rounds``: the first two rows are in the trial table (and on the replica); the later
-  trials wait for the kill, so the master dispatches and records them across the failover.
-- ``finalize``: finalize's first write (the job's status) waits for the kill, so it and the
-  clean-up after it ride the failover.
+  trials are held until the writes are paused, so the master dispatches and records them
+  across the failover.
+- ``finalize``: finalize's first write (the job's status) is held until the writes are paused,
+  so it is in flight, and the clean-up after it rides the failover.
 
 Each run completes with every configuration scored once, and the rows stored before the kill
 are still there.
@@ -118,6 +122,15 @@ def _until(what: str, condition: Callable[[], bool]) -> None:
         time.sleep(0.05)
 
 
+_BLOCKING_READS = {"blpop", "brpop", "blmove", "brpoplpush", "bzpopmin", "bzpopmax", "xread"}
+
+
+def _writes_held(master: Any) -> bool:
+    """Whether a client of the paused master waits for a write (not a blocking read)."""
+    clients = master.client_list()
+    return any("b" in c["flags"] and c["cmd"] not in _BLOCKING_READS for c in clients)
+
+
 @pytest.mark.parametrize("moment", ["first_round", "between_rounds", "finalize"])
 def test_a_job_completes_across_a_failover_with_nothing_lost(
     moment: str, tmp_path: Path, sentinel_setup: Any, monkeypatch: pytest.MonkeyPatch
@@ -132,18 +145,22 @@ def test_a_job_completes_across_a_failover_with_nothing_lost(
     watcher = connect(setup.url)
     stored_before: dict[bytes, bytes] = {}
     errors: list[BaseException] = []
-    in_finalize, killed = threading.Event(), threading.Event()
+    in_finalize, released = threading.Event(), threading.Event()
 
     set_status = JobStore.set_status
 
     def finalize_waits_for_the_kill(store: JobStore, status: JobStatus) -> None:
         if status is not JobStatus.RUNNING:  # finalize's first write
             in_finalize.set()
-            if not killed.wait(WAIT_S):
-                raise TimeoutError("the master was never killed")
+            if not released.wait(WAIT_S):
+                raise TimeoutError("the test never let finalize go on")
         set_status(store, status)
 
     monkeypatch.setattr(JobStore, "set_status", finalize_waits_for_the_kill)
+
+    def release() -> None:
+        released.set()
+        (gate / "open").touch()
 
     def kill() -> None:
         try:
@@ -155,12 +172,16 @@ def test_a_job_completes_across_a_failover_with_nothing_lost(
                 _until("finalize", lambda: in_finalize.is_set())
             stored_before.update(watcher.hgetall(table))
             assert int(watcher.execute_command("WAIT", 1, 2000)) >= 1  # the replica has them
+            # The master holds writes, the job goes on, and the master dies with one in flight.
+            master = setup._client(setup.master_port, decode_responses=True)
+            master.execute_command("CLIENT", "PAUSE", int(WAIT_S * 1000), "WRITE")
+            release()
+            _until("a write in flight", lambda: _writes_held(master))
             setup.kill_master()
         except BaseException as exc:  # handed to the test
             errors.append(exc)
         finally:
-            killed.set()
-            (gate / "open").touch()
+            release()
 
     killer = threading.Thread(target=kill, daemon=True)
     killer.start()
