@@ -19,6 +19,7 @@ __all__ = [
     "SpecError",
     "TrialError",
     "UltronError",
+    "UsageError",
 ]
 
 
@@ -55,6 +56,11 @@ class SpecError(UltronError):
         lines = [f"{source} has {len(self.issues)} problem(s):"]
         lines += [f"  - {issue}" for issue in self.issues]
         super().__init__("\n".join(lines))
+
+
+class UsageError(UltronError):
+    """A command was given what it cannot use (an option, an environment variable); the message
+    names it, the rule and the fix. The command exits 2, as for a bad spec."""
 
 
 class ServiceUnreachableError(SpecError):

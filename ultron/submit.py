@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ultron.errors import UltronError
+from ultron.errors import ConfigIssue, ServiceUnreachableError, UsageError
 from ultron.spec.job import JobSpec
 
 __all__ = ["SubmittedRun", "start_run", "upload_spec_code", "watch_run"]
@@ -68,7 +68,7 @@ def _api_url() -> str:
 
     api = PREFECT_API_URL.value()
     if not api:
-        raise UltronError(
+        raise UsageError(
             "PREFECT_API_URL is not set; ultron submit starts a run on a Prefect server. "
             "Fix: export PREFECT_API_URL=http://<server>:4200/api (or `prefect config set`)"
         )
@@ -87,7 +87,8 @@ def start_run(job: JobSpec, *, deployment: str, job_id: str | None = None) -> Su
     """Create a flow run of ``deployment`` for ``job`` and return at once.
 
     Raises:
-        UltronError: no Prefect server is set or reachable, or it has no such deployment.
+        UsageError: no Prefect server is set, or it has no such deployment.
+        ServiceUnreachableError: the Prefect server did not create the run.
     """
     from prefect.deployments import run_deployment
     from prefect.exceptions import ObjectNotFound
@@ -102,15 +103,22 @@ def start_run(job: JobSpec, *, deployment: str, job_id: str | None = None) -> Su
     try:
         run: Any = run_deployment(deployment, parameters=parameters, timeout=0, as_subflow=False)
     except ObjectNotFound:
-        raise UltronError(
+        raise UsageError(
             f"--deployment is {deployment!r}, which the Prefect server at {api} does not have. "
             "Fix: run `prefect deploy --all` in the ultron repository (prefect.yaml), or name "
             "one of `prefect deployment ls` as FLOW/DEPLOYMENT"
         ) from None
     except (OSError, RuntimeError) as exc:
-        raise UltronError(
-            f"the Prefect server at {api} cannot create the run ({exc}). Fix: check "
-            "PREFECT_API_URL and that the server runs (prefect server start)"
+        raise ServiceUnreachableError(
+            [
+                ConfigIssue(
+                    "PREFECT_API_URL",
+                    api,
+                    f"the Prefect server there must create the run ({exc})",
+                    "check PREFECT_API_URL and that the server runs (ultron server start)",
+                )
+            ],
+            source="the Prefect server",
         ) from None
     return SubmittedRun(job_id, str(run.id), run_url(str(run.id)))
 

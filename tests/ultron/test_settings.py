@@ -17,7 +17,6 @@ from ultron.paths import ultron_home
 from ultron.redis.client import connect
 from ultron.settings import PREFIX, UltronSettings, settings
 
-README = Path(__file__).parents[2] / "README.md"
 VARIABLES = [PREFIX + name.upper() for name in UltronSettings.model_fields]
 
 
@@ -134,12 +133,12 @@ def test_an_unknown_variable_is_named_once(
     assert len(warned) == 1 and "ULTRON_LEASE_TTL" in warned[0]
 
 
-def test_every_field_is_typed_defaulted_described_and_in_the_readme() -> None:
-    readme = README.read_text()
+def test_every_field_is_typed_defaulted_and_described() -> None:
+    # The settings reference of the docs site is generated from these descriptions
+    # (docs/gen_reference.py), so a field without one would be a blank row there.
     for name, field in UltronSettings.model_fields.items():
         assert field.annotation is not None and field.description, name
         assert not field.is_required(), name
-        assert f"`{PREFIX}{name.upper()}`" in readme, name
 
 
 def test_importing_the_settings_is_light() -> None:

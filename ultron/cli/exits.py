@@ -31,7 +31,13 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from ultron.errors import JobCancelledError, ServiceUnreachableError, SpecError, UltronError
+from ultron.errors import (
+    JobCancelledError,
+    ServiceUnreachableError,
+    SpecError,
+    UltronError,
+    UsageError,
+)
 
 __all__ = ["ExitCode", "code_for", "fail", "set_verbose"]
 
@@ -90,7 +96,7 @@ def code_for(exc: BaseException) -> ExitCode:
         return ExitCode.UNREACHABLE
     if isinstance(exc, ConnectionError):  # the network, whatever client met it
         return ExitCode.UNREACHABLE
-    if isinstance(exc, SpecError):
+    if isinstance(exc, SpecError | UsageError):
         return ExitCode.BAD_INPUT
     return ExitCode.JOB_FAILED
 

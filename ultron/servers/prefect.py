@@ -47,6 +47,7 @@ _APP = "prefect.server.api.server:create_app"
 _HOST = "127.0.0.1"
 _PORT_ATTEMPTS = 3
 _PREFECT = str(Path(sys.executable).with_name("prefect"))
+_DATABASE_SETTINGS = ("PREFECT_SERVER_DATABASE_", "PREFECT_API_DATABASE_")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,12 +107,17 @@ def running_prefect(home: Path) -> PrefectServer | None:
 
 def _server_env(folder: Path) -> dict[str, str]:
     """The environment of ``prefect server start`` and ``stop``: the user's Prefect settings,
-    this ``PREFECT_HOME``, the auth string, and no API URL (it is no client of itself)."""
+    this ``PREFECT_HOME`` and its database, the auth string, and no API URL (it is no client of
+    itself)."""
     from prefect.settings import get_current_settings
 
     env = {**os.environ, **get_current_settings().to_environment_variables(exclude_unset=True)}
     env.pop("PREFECT_API_URL", None)
     env.pop("PREFECT_API_AUTH_STRING", None)
+    # Its database is its own, under this PREFECT_HOME: a database set for another server (a
+    # profile's, or prefect_test_harness's in this process) would show that server's runs here.
+    for name in [n for n in env if n.startswith(_DATABASE_SETTINGS)]:
+        del env[name]
     env.update(
         PREFECT_HOME=str(folder),
         PREFECT_SERVER_API_AUTH_STRING=secret(folder / AUTH),

@@ -30,17 +30,29 @@ def test_jobs_get_the_server_with_its_auth_string_and_others_are_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from prefect.client.orchestration import get_client
-    from prefect.settings import PREFECT_API_URL, temporary_settings
+    from prefect.settings import (
+        PREFECT_API_URL,
+        PREFECT_SERVER_DATABASE_CONNECTION_URL,
+        temporary_settings,
+    )
 
     monkeypatch.setenv("ULTRON_HOME", str(tmp_path))
     monkeypatch.delenv("ULTRON_PREFECT_SERVER", raising=False)
-    with temporary_settings(updates={PREFECT_API_URL: None}):  # as a user without a server
+    # As a user without a server, in a process with another server's database set (as
+    # prefect_test_harness sets its own): the server of ULTRON_HOME keeps a database of its own.
+    other = tmp_path / "other.db"
+    updates = {
+        PREFECT_API_URL: None,
+        PREFECT_SERVER_DATABASE_CONNECTION_URL: f"sqlite+aiosqlite:///{other}",
+    }
+    with temporary_settings(updates=updates):
         with prefect_server.prefect_api() as url:
             assert url is not None and url.startswith("http://127.0.0.1:")
             with get_client(sync_client=True) as client:  # the job's client: it gets in
                 assert client.read_flows() == []
         with prefect_server.prefect_api() as again:
             assert again == url  # the next job reuses it
+    assert not other.exists()
     auth = (tmp_path / "prefect" / "auth").read_text()
     assert (tmp_path / "prefect" / "auth").stat().st_mode & 0o077 == 0
     assert httpx.post(f"{url}/flows/filter", json={}).status_code == 401
