@@ -99,7 +99,7 @@ def _run_flow(job: JobSpec, job_id: str) -> HPOResult:
     from ultron.servers.prefect import prefect_api
 
     CANCEL.reset()
-    # The machine's shared Prefect server, unless the user has one (prefect_share's docstring).
+    # ULTRON_HOME's Prefect server, unless the user has one (ultron.servers.prefect).
     with handling_signals(), prefect_api():
         # Prefect stores a flow's parameters: it gets the spec with its passwords masked, and
         # the flow, in this process, puts them back.
