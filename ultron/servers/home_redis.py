@@ -37,7 +37,7 @@ import redis
 
 from ultron.errors import UltronError
 from ultron.redis.client import connect_once
-from ultron.servers.private import private_folder, secret, starting
+from ultron.servers.private import listening_address, private_folder, secret, server_pid, starting
 from ultron.servers.redis_process import find_redis_server
 from ultron.settings import settings
 
@@ -119,14 +119,7 @@ def _config(folder: Path, password: str, address: str | None) -> str:
 
 def _pid(folder: Path) -> int | None:
     """The pid in the server's pidfile, if it names a live ``redis-server`` of this user."""
-    try:
-        pid = int((folder / PID_FILE).read_text().strip())
-        proc = psutil.Process(pid)
-        if proc.status() == psutil.STATUS_ZOMBIE or "redis-server" not in proc.name():
-            return None
-        return pid if proc.uids().effective == os.geteuid() else None
-    except (OSError, ValueError, psutil.NoSuchProcess):  # no pidfile, or a stale one
-        return None
+    return server_pid(folder / PID_FILE, lambda proc: "redis-server" in proc.name())
 
 
 def _answering_pid(url: str, timeout_s: float = 1.0) -> int | None:
@@ -152,23 +145,14 @@ def running_redis(home: Path) -> RedisServer | None:
     url = _socket_url(folder, password)
     if _answering_pid(url) != pid:
         return None
-    address = _listening_address(pid)
+    listening = listening_address(pid)
+    address = f"{listening[0]}:{listening[1]}" if listening else None
     return RedisServer(
         url=_tcp_url(address, password) if address else url,
         pid=pid,
         socket=folder / SOCKET,
         address=address,
     )
-
-
-def _listening_address(pid: int) -> str | None:
-    try:
-        for conn in psutil.Process(pid).net_connections(kind="inet"):
-            if conn.status == psutil.CONN_LISTEN:
-                return f"{conn.laddr.ip}:{conn.laddr.port}"
-    except psutil.Error as exc:
-        logger.warning("cannot read the TCP sockets of redis pid %s: %s", pid, exc)
-    return None
 
 
 def start_redis(home: Path, *, timeout_s: float = 60.0) -> RedisServer:

@@ -34,7 +34,7 @@ import psutil
 
 from ultron.errors import UltronError
 from ultron.paths import ultron_home
-from ultron.servers.private import private_folder, secret, starting
+from ultron.servers.private import listening_address, private_folder, secret, server_pid, starting
 from ultron.settings import settings
 
 __all__ = ["PrefectServer", "prefect_api", "running_prefect", "start_prefect", "stop_prefect"]
@@ -66,13 +66,7 @@ def prefect_folder(home: Path) -> Path:
 
 def _server_pid(folder: Path) -> int | None:
     """The pid in Prefect's pidfile, if it names a live Prefect server of this user."""
-    try:
-        pid = int((folder / PID_FILE).read_text().strip())
-        proc = psutil.Process(pid)
-        ours = proc.uids().effective == os.geteuid() and _APP in proc.cmdline()
-        return pid if ours and proc.status() != psutil.STATUS_ZOMBIE else None
-    except (OSError, ValueError, psutil.NoSuchProcess):  # no pidfile, an empty or stale one
-        return None
+    return server_pid(folder / PID_FILE, lambda proc: _APP in proc.cmdline())
 
 
 def _healthy(url: str, timeout_s: float = 2.0) -> bool:
@@ -84,24 +78,14 @@ def _healthy(url: str, timeout_s: float = 2.0) -> bool:
         return False
 
 
-def _listening_port(pid: int) -> int | None:
-    try:
-        for conn in psutil.Process(pid).net_connections(kind="inet"):
-            if conn.status == psutil.CONN_LISTEN:
-                return int(conn.laddr.port)
-    except psutil.NoSuchProcess:
-        return None
-    return None
-
-
 def running_prefect(home: Path) -> PrefectServer | None:
     """The Prefect server of ``home``, if it runs and answers."""
     folder = prefect_folder(home)
     pid = _server_pid(folder)
-    port = _listening_port(pid) if pid is not None else None
-    if pid is None or port is None:
+    address = listening_address(pid) if pid is not None else None
+    if pid is None or address is None:
         return None
-    url = f"http://{_HOST}:{port}/api"
+    url = f"http://{_HOST}:{address[1]}/api"
     return PrefectServer(url, pid, secret(folder / AUTH)) if _healthy(url) else None
 
 

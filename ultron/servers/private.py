@@ -1,5 +1,6 @@
 """What the servers of ``ULTRON_HOME`` keep to their owner: a 0700 folder, a 0600 secret file,
-and the lock one start holds so that two starts at once give one server.
+and the lock one start holds so that two starts at once give one server, and how a server's
+pidfile and listening socket are read.
 
 Example:
     >>> import tempfile
@@ -18,12 +19,14 @@ import fcntl
 import os
 import secrets
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+
+import psutil
 
 from ultron.errors import UltronError
 
-__all__ = ["private_folder", "secret", "starting"]
+__all__ = ["listening_address", "private_folder", "secret", "server_pid", "starting"]
 
 _START_LOCK = "start.lock"
 
@@ -81,3 +84,28 @@ def starting(folder: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
+
+
+def server_pid(pidfile: Path, is_server: Callable[[psutil.Process], bool]) -> int | None:
+    """The pid in ``pidfile``, if it names a live process of this user that ``is_server``.
+
+    None for no pidfile, an empty or stale one, a zombie, or a pid reused by another program.
+    """
+    try:
+        proc = psutil.Process(int(pidfile.read_text().strip()))
+        if proc.status() == psutil.STATUS_ZOMBIE or proc.uids().effective != os.geteuid():
+            return None
+        return proc.pid if is_server(proc) else None
+    except (OSError, ValueError, psutil.Error):
+        return None
+
+
+def listening_address(pid: int) -> tuple[str, int] | None:
+    """The (host, port) of the first TCP socket process ``pid`` listens on, if any."""
+    try:
+        for conn in psutil.Process(pid).net_connections(kind="inet"):
+            if conn.status == psutil.CONN_LISTEN:
+                return str(conn.laddr.ip), int(conn.laddr.port)
+    except psutil.Error:
+        return None
+    return None
