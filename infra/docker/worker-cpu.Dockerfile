@@ -4,6 +4,7 @@
 #   bash infra/docker/make-base.sh                 # ultron-automl/python:3.11-bookworm
 #   bash infra/docker/build-worker.sh              # wheelhouse + this file
 # A job's image (ultron.containerize.image) is this plus the user's package and code base.
+# It runs as the non-root user 10001 (the end of this file).
 ARG BASE=ultron-automl/python:3.11-bookworm
 FROM ${BASE}
 ENV PATH=/opt/ultron/venv/bin:/usr/local/bin:/usr/bin:/bin \
@@ -36,7 +37,19 @@ RUN --mount=type=bind,source=wheels,target=/wheels \
       --compile-bytecode /wheels/ultron_automl-*.whl \
  && /opt/ultron/venv/bin/python -m pip check \
  && /opt/ultron/venv/bin/python -m pip freeze > /opt/ultron/requirements.lock
+# A fixed non-root user, 10001:10001 (ultron.deploy.security.UID: the pods of infra/k8s run as
+# it too): a trial cannot change the image's files. Its home is the one folder of its own (an
+# emptyDir in the pods, whose root filesystem is read-only); /tmp is everyone's. The passwd
+# entry lets libraries that ask for the user's name (getpass, torch's caches) find one.
+# make-base.sh's extract has no /etc/passwd at all: root's entry is written too.
+RUN { grep -qs '^root:' /etc/passwd || echo 'root:x:0:0:root:/root:/bin/sh' >> /etc/passwd; } \
+ && { grep -qs '^root:' /etc/group || echo 'root:x:0:' >> /etc/group; } \
+ && echo 'ultron:x:10001:10001:ultron:/home/ultron:/bin/sh' >> /etc/passwd \
+ && echo 'ultron:x:10001:' >> /etc/group \
+ && mkdir -p /home/ultron && chown 10001:10001 /home/ultron && chmod 0750 /home/ultron
 COPY entrypoint.sh /usr/local/bin/ultron-entrypoint
-WORKDIR /opt/ultron
+ENV HOME=/home/ultron
+WORKDIR /home/ultron
+USER 10001:10001
 ENTRYPOINT ["/usr/local/bin/ultron-entrypoint"]
 CMD ["dask", "worker", "--help"]

@@ -22,7 +22,13 @@ RUN --mount=type=bind,source=wheels,target=/wheels \
       "ultron-automl[torch,s3]" \
  && /opt/ultron/venv/bin/python -m pip check \
  && /opt/ultron/venv/bin/python -m pip freeze > /opt/ultron/requirements.lock
+# The non-root user of worker-cpu.Dockerfile (10001:10001, home /home/ultron), made the same way.
+RUN echo 'ultron:x:10001:10001:ultron:/home/ultron:/bin/sh' >> /etc/passwd \
+ && echo 'ultron:x:10001:' >> /etc/group \
+ && mkdir -p /home/ultron && chown 10001:10001 /home/ultron && chmod 0750 /home/ultron
 COPY entrypoint.sh /usr/local/bin/ultron-entrypoint
-WORKDIR /opt/ultron
+ENV HOME=/home/ultron
+WORKDIR /home/ultron
+USER 10001:10001
 ENTRYPOINT ["/usr/local/bin/ultron-entrypoint"]
 CMD ["dask", "worker", "--help"]

@@ -33,6 +33,7 @@ from ultron.containerize.archive import safe_extract
 from ultron.containerize.codebase import ARCHIVE_SUFFIXES, code_hash
 from ultron.containerize.codebase import ignored as ignored_in_code
 from ultron.containerize.environment import TrialEnvironment, find_project_root
+from ultron.deploy.security import GID, UID
 from ultron.errors import UltronError
 from ultron.usercode import import_paths
 
@@ -57,15 +58,19 @@ IMAGE_CODE = "/opt/code"
 LOCK_FILE = "/opt/ultron/requirements.lock"
 """The base image's ``pip freeze`` (infra/docker/worker-cpu.Dockerfile writes it)."""
 REPOSITORY = "ultron-job"
-_TAG_SCHEME = b"ultron-image/1\0"  # bump when the job image's layout changes
+_TAG_SCHEME = b"ultron-image/2\0"  # bump when the job image's layout changes
 
+# Root installs the package into the base image's venv (root's, so a trial cannot change it);
+# the image then runs as the base image's non-root user, whatever user the base ends with.
 _CONTAINERFILE = f"""\
 FROM {{base}}
+USER 0:0
 COPY wheels /tmp/ultron-wheels
 COPY code {IMAGE_CODE}
 RUN {IMAGE_PYTHON} -m pip install -q --no-index --find-links /tmp/ultron-wheels {{package}} \\
  && rm -rf /tmp/ultron-wheels
 LABEL org.ultron.image-tag="{{tag}}"
+USER {UID}:{GID}
 """
 
 
@@ -305,7 +310,20 @@ def _copy_code(source: Path, target: Path) -> Path:
         root.rename(staged)
         shutil.rmtree(target)
         staged.rename(target)
+    _readable_by_all(target)
     return target
+
+
+def _readable_by_all(folder: Path) -> None:
+    """Let every user read the code base's files (and enter its folders): the image holds
+    them as root's, and its trials run as a user of their own (a file the user's umask made
+    0600 would be unreadable there)."""
+    for path in [folder, *folder.rglob("*")]:
+        if path.is_symlink():
+            continue
+        mode = path.stat().st_mode
+        extra = 0o555 if path.is_dir() or mode & 0o100 else 0o444
+        path.chmod(mode | extra)
 
 
 def _image_code_paths(project: Path) -> tuple[str, ...]:

@@ -1,7 +1,8 @@
 """The kubernetes backend's images, for real and without a daemon: the quickstart's image is
 built with podman on a base worker image made here (mmdebstrap, infra/docker/), pushed to
 Debian's docker-registry on loopback, found there by a second build, pulled back, and one
-trial runs inside a container from it through the worker's trial runner."""
+trial runs inside a container from it through the worker's trial runner, as the image's
+non-root user with a read-only root filesystem."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from ultron.containerize.image import IMAGE_PYTHON, ImageError, build_job_image, find_builder
+from ultron.deploy.security import GID, HOME, UID
 
 # The first run on a machine builds the base worker image (torch and all) from uv's cache that
 # scripts/setup.sh filled: 2.8 min in all on a fresh 2-core machine; later runs keep its
@@ -163,12 +165,16 @@ def test_the_quickstart_image_is_built_pushed_reused_and_runs_a_trial(
     _podman("rmi", first.reference)
     _podman("pull", "-q", "--tls-verify=false", first.reference)
     try:
-        result = _trial_in_container(first.reference, first.code_paths, redis_url)
+        result, owners = _trial_in_container(first.reference, first.code_paths, redis_url)
     finally:
         _podman("rmi", "--force", first.reference)
     assert result["status"] == "completed", result
     assert result["metrics"]["accuracy"] == result["score"]
     assert 0.5 < result["score"] <= 1.0  # 10 digit classes: chance is 0.1
+    # The image's user, not root, ran the worker and the trial: the trial's checkpoints (its
+    # own process wrote them) are that user's.
+    assert owners["worker"] == [UID, GID], owners
+    assert owners["checkpoints"] == [UID], owners
 
 
 def test_a_registry_that_refuses_the_push_is_a_clear_error(worker_image: str) -> None:
@@ -184,8 +190,14 @@ def test_a_registry_that_refuses_the_push_is_a_clear_error(worker_image: str) ->
     assert "Fix: start the registry or correct cluster.registry" in message
 
 
-def _trial_in_container(reference: str, code_paths: tuple[str, ...], redis_url: str) -> dict:
-    """One quickstart trial run by ``ultron.worker.runner.run_trial`` in a container."""
+def _trial_in_container(
+    reference: str, code_paths: tuple[str, ...], redis_url: str
+) -> tuple[dict, dict]:
+    """One quickstart trial run by ``ultron.worker.runner.run_trial`` in a container held as
+    the pods hold it (infra/k8s): the image's own user, a read-only root filesystem with
+    scratch at /tmp and the home, no capabilities, no privilege escalation. Returns the
+    trial's result and the owners of what ran: the worker's user and group, and the users
+    owning the trial's checkpoint files."""
     request = {
         "job_id": f"image-test-{os.getpid()}",
         "trial_id": "t0",
@@ -208,14 +220,23 @@ def _trial_in_container(reference: str, code_paths: tuple[str, ...], redis_url: 
         "timeout": 300,
     }
     script = (
-        "import json, sys\n"
+        "import json, os, sys\n"
         "from ultron.worker.runner import run_trial\n"
         "print('RESULT', json.dumps(run_trial(json.loads(sys.argv[1]))))\n"
+        "walk = os.walk('/tmp/trial/checkpoints')\n"
+        "files = [os.path.join(d, f) for d, _, fs in walk for f in fs]\n"
+        "owners = {'worker': [os.getuid(), os.getgid()],\n"
+        "          'checkpoints': sorted({os.stat(f).st_uid for f in files})}\n"
+        "print('OWNERS', json.dumps(owners))\n"
     )
-    # --network host: the trial reports to this session's Redis on loopback.
+    # --network host: the trial reports to this session's Redis on loopback. No --user: the
+    # image's USER is what is under test. --read-only keeps /tmp writable (a tmpfs).
+    confined = ["--read-only", "--tmpfs", HOME, "--cap-drop", "all",
+                "--security-opt", "no-new-privileges"]  # fmt: skip
     out = _podman(
-        "run", "--rm", "--network", "host", reference, "python", "-c", script, json.dumps(request)
-    )
-    line = next(line for line in out.splitlines() if line.startswith("RESULT "))
-    result: dict = json.loads(line.removeprefix("RESULT "))
-    return result
+        "run", "--rm", "--network", "host", *confined, reference,
+        "python", "-c", script, json.dumps(request),
+    )  # fmt: skip
+    lines = {line.split(" ", 1)[0]: line.split(" ", 1)[1] for line in out.splitlines()
+             if line.startswith(("RESULT ", "OWNERS "))}  # fmt: skip
+    return json.loads(lines["RESULT"]), json.loads(lines["OWNERS"])
