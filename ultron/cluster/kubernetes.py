@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+from ultron.deploy.security import restrict
 from ultron.errors import ConfigIssue, SpecError, UltronError
 from ultron.spec.cluster import KubernetesCluster
 from ultron.spec.job import JobSpec
@@ -137,7 +138,8 @@ def _operator() -> ModuleType:
 def kube_cluster_spec(spec: JobSpec, name: str) -> dict[str, Any]:
     """The ``DaskCluster`` resource of a job's cluster (dask-kubernetes' ``make_cluster_spec``,
     completed): the image, the pods' resources, environment, service account and node
-    selector, ``min_workers`` workers to start with.
+    selector, ``min_workers`` workers to start with, and the pods held to least privilege
+    (:func:`ultron.deploy.security.restrict`).
 
     Raises:
         SpecError: no image (``cluster.image`` unset and containerize built none).
@@ -174,6 +176,10 @@ def kube_cluster_spec(spec: JobSpec, name: str) -> dict[str, Any]:
         scheduler["serviceAccountName"] = cluster.service_account
     if cluster.node_selector:
         worker["nodeSelector"] = dict(cluster.node_selector)
+    # Users' code runs in these pods: a non-root user, no capabilities, a read-only root
+    # (scratch in /tmp and the home), no Kubernetes API token (infra/k8s's pods alike).
+    body["spec"]["worker"]["spec"] = restrict(worker)
+    body["spec"]["scheduler"]["spec"] = restrict(scheduler)
     return body
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from ultron.deploy.objects import Obj, container, meta, rbac
 from ultron.deploy.redis import redis_env
+from ultron.deploy.security import restrict
 from ultron.deploy.values import InfraValues
 
 __all__ = ["CLUSTER_NAME", "dask_cluster", "job_rbac"]
@@ -63,7 +64,7 @@ def _worker(values: InfraValues) -> Obj:
     spec: Obj = {"containers": [box]}
     if d.node_selector:
         spec["nodeSelector"] = dict(d.node_selector)
-    return {"replicas": d.workers, "spec": spec}
+    return {"replicas": d.workers, "spec": restrict(spec)}
 
 
 def dask_cluster(values: InfraValues) -> Obj:
@@ -91,7 +92,7 @@ def dask_cluster(values: InfraValues) -> Obj:
         "spec": {
             "worker": _worker(values),
             "scheduler": {
-                "spec": {"containers": [scheduler]},
+                "spec": restrict({"containers": [scheduler]}),
                 "service": {"type": "ClusterIP", "selector": selector, "ports": service_ports},
             },
         },

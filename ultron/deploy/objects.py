@@ -10,7 +10,10 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
+
+from ultron.deploy.security import GID, UID, Obj, restrict
 
 __all__ = [
     "COMPONENT",
@@ -27,7 +30,6 @@ __all__ = [
     "volume_claim",
 ]
 
-Obj = dict[str, Any]
 COMPONENT = "app.kubernetes.io/component"
 
 
@@ -97,9 +99,23 @@ def secret_env(name: str, secret: str, key: str = "password") -> Obj:
     return {"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
 
 
-def pod_template(component: str, containers: list[Obj], **spec: Any) -> Obj:
-    """A pod template of ``component``; ``spec`` adds pod fields (volumes, serviceAccountName)."""
-    return {"metadata": {"labels": labels(component)}, "spec": {"containers": containers, **spec}}
+def pod_template(
+    component: str,
+    containers: list[Obj],
+    *,
+    user: int = UID,
+    group: int = GID,
+    writable: Mapping[str, str] | None = None,
+    api_access: bool = False,
+    **spec: Any,
+) -> Obj:
+    """A pod template of ``component``, held to least privilege
+    (:func:`~ultron.deploy.security.restrict`: ``user``, ``group``, the ``writable``
+    folders beyond ``/tmp`` and the home, ``api_access``); ``spec`` adds pod fields
+    (volumes, serviceAccountName)."""
+    pod = {"containers": containers, **spec}
+    pod = restrict(pod, user=user, group=group, writable=writable, api_access=api_access)
+    return {"metadata": {"labels": labels(component)}, "spec": pod}
 
 
 def volume_claim(

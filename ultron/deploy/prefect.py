@@ -31,12 +31,14 @@ from ultron.deploy.objects import (
     volume_claim,
 )
 from ultron.deploy.redis import redis_env
+from ultron.deploy.security import HOME
 from ultron.deploy.values import InfraValues
 
 __all__ = ["API_PORT", "api_url", "server", "worker"]
 
 API_PORT = 4200
 _TEMPLATE_FILE = "base-job-template.json"
+_POSTGRES_UID = 999  # the postgres user of the official image
 
 
 def api_url(values: InfraValues) -> str:
@@ -73,8 +75,13 @@ def _postgres(values: InfraValues) -> tuple[list[Obj], list[Obj], Obj]:
     claims = [volume_claim("pgdata", p.database_storage, values.storage_class)]
     database = [
         service("prefect-postgres", ns, "prefect-postgres", {"postgres": 5432}),
-        statefulset("prefect-postgres", ns, [box], 1, claims=claims),
-    ]
+        # The image's own user (999) owns the data folder it initialises; the socket folder
+        # is the one more place it writes.
+        statefulset(
+            "prefect-postgres", ns, [box], 1, claims=claims, user=_POSTGRES_UID,
+            group=_POSTGRES_UID, writable={"run": "/var/run/postgresql"},
+        ),
+    ]  # fmt: skip
     url = "postgresql+asyncpg://prefect:$(POSTGRES_PASSWORD)@prefect-postgres:5432/prefect"
     return database, [password, {"name": "PREFECT_API_DATABASE_CONNECTION_URL", "value": url}], {}
 
@@ -87,6 +94,9 @@ def server(values: InfraValues) -> list[Obj]:
     env = [
         {"name": "PREFECT_SERVER_API_HOST", "value": "0.0.0.0"},
         {"name": "PREFECT_UI_API_URL", "value": p.ui_api_url or api_url(values)},
+        # The server copies its UI there at start: by default into its package, which the
+        # read-only root filesystem does not let it write.
+        {"name": "PREFECT_UI_STATIC_DIRECTORY", "value": f"{HOME}/.prefect/ui"},
         *env,
     ]
     box = container(
@@ -113,8 +123,9 @@ def job_template(values: InfraValues, template: dict[str, Any]) -> dict[str, Any
     props["image_pull_policy"]["default"] = values.image_pull_policy
     box = out["job_configuration"]["job_manifest"]["spec"]["template"]["spec"]["containers"][0]
     # A list, not "{{ env }}": Prefect puts the run's env (its variable) in front of it, and
-    # these entries can read the Redis password from its Secret.
-    box["env"] = redis_env(values)
+    # these entries can read the Redis password from its Secret. HOME: the pod's emptyDir
+    # (the root filesystem is read-only), whatever the image says.
+    box["env"] = [{"name": "HOME", "value": HOME}, *redis_env(values)]
     return out
 
 
@@ -156,5 +167,5 @@ def worker(values: InfraValues, template: dict[str, Any]) -> list[Obj]:
         mounts={"template": "/etc/prefect"},
     )
     volume = {"name": "template", "configMap": {"name": "prefect-base-job-template"}}
-    worker = deployment(name, ns, [box], serviceAccountName=name, volumes=[volume])
+    worker = deployment(name, ns, [box], serviceAccountName=name, volumes=[volume], api_access=True)
     return [*rbac(name, ns, name, rules), config, worker]

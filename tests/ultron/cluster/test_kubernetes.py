@@ -87,7 +87,8 @@ def test_a_gpu_job_gets_one_gpu_pod_per_trial_with_its_settings() -> None:
     assert args[:2] == ["dask", "worker"]
     assert args[args.index("--nthreads") + 1] == "1"
     assert args[args.index("--resources") + 1] == "GPU=1"
-    assert _env(worker) == {"WANDB_MODE": "offline"}
+    # HOME: the pod's emptyDir (a read-only root filesystem; ultron.deploy.security).
+    assert _env(worker) == {"HOME": "/home/ultron", "WANDB_MODE": "offline"}
     pod = body["spec"]["worker"]["spec"]
     assert pod["serviceAccountName"] == "ultron-worker"
     assert pod["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
