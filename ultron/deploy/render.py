@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from ultron.deploy import daskcluster, dataservice, prefect
+from ultron.deploy.network import network_policies
 from ultron.deploy.objects import Obj, labels
 from ultron.deploy.redis import redis
 from ultron.deploy.values import InfraValues
@@ -51,6 +52,8 @@ def documents(values: InfraValues, template: dict[str, Any]) -> dict[str, list[O
     """Each file's name and its Kubernetes objects."""
     pieces: dict[str, Callable[[], list[Obj]]] = {
         "00-namespace.yaml": lambda: _namespace(values),
+        # Right after the namespace: no trial pod runs before its policy holds.
+        "05-network-policy.yaml": lambda: network_policies(values),
         "10-redis.yaml": lambda: redis(values),
         "20-prefect-server.yaml": lambda: prefect.server(values),
         "30-prefect-worker.yaml": lambda: prefect.worker(values, template),
@@ -60,6 +63,8 @@ def documents(values: InfraValues, template: dict[str, Any]) -> dict[str, list[O
     }
     if not values.data_service.enabled:
         del pieces["50-data-service.yaml"]
+    if not values.network.enabled:
+        del pieces["05-network-policy.yaml"]
     return {name: make() for name, make in pieces.items()}
 
 

@@ -24,7 +24,9 @@ from ultron.errors import ConfigIssue, SpecError
 __all__ = [
     "DaskValues",
     "DataServiceValues",
+    "EgressRule",
     "InfraValues",
+    "NetworkValues",
     "PrefectValues",
     "RedisValues",
     "load_values",
@@ -155,6 +157,53 @@ class DataServiceValues(_Values):
     )
 
 
+def _cidr(value: str) -> str:
+    import ipaddress
+
+    try:
+        ipaddress.ip_network(value)
+    except ValueError:
+        raise ValueError("it must be a network in CIDR notation such as 10.0.0.0/16") from None
+    return value
+
+
+Cidr = Annotated[str, AfterValidator(_cidr)]
+
+
+class EgressRule(_Values):
+    """Addresses outside the cluster that trial pods may reach (an object store)."""
+
+    cidr: Cidr = Field(description="The network, e.g. 52.216.0.0/15 or 10.0.0.0/16.")
+    exclude: list[Cidr] = Field(
+        default_factory=list,
+        description="Networks inside `cidr` that stay out of reach (the ipBlock's except).",
+    )
+    ports: list[Annotated[int, Field(ge=1, le=65535)]] = Field(
+        default_factory=lambda: [443], min_length=1, description="TCP ports, e.g. [443]."
+    )
+
+
+class NetworkValues(_Values):
+    """The NetworkPolicy of the trial (Dask worker) pods: they reach only their scheduler,
+    Redis, the object store, the data service and DNS; only schedulers and job pods reach
+    them."""
+
+    enabled: bool = Field(default=True, description="Render the NetworkPolicy at all.")
+    object_store: list[EgressRule] = Field(
+        default_factory=lambda: [EgressRule(cidr="0.0.0.0/0", ports=[443])],
+        description="Where the object store (s3://, gs://) is: trial pods may reach these "
+        "networks and ports. The default, HTTPS anywhere, suits a cloud store; narrow it to "
+        "your store's addresses, e.g. [{cidr: 10.0.5.0/24, ports: [9000]}] for MinIO.",
+    )
+    dns_namespace: K8sName = Field(
+        default="kube-system", description="Namespace of the cluster's DNS pods."
+    )
+    dns_labels: dict[str, str] = Field(
+        default_factory=lambda: {"k8s-app": "kube-dns"},
+        description="Labels of the cluster's DNS pods (CoreDNS keeps k8s-app: kube-dns).",
+    )
+
+
 class InfraValues(_Values):
     """Everything ``ultron infra render`` fills into the manifests of ``infra/k8s/``."""
 
@@ -176,6 +225,9 @@ class InfraValues(_Values):
     dask: DaskValues = Field(default_factory=DaskValues, description="Dask.")
     data_service: DataServiceValues = Field(
         default_factory=DataServiceValues, description="The tf.data service."
+    )
+    network: NetworkValues = Field(
+        default_factory=NetworkValues, description="The trial pods' NetworkPolicy."
     )
 
 

@@ -147,6 +147,12 @@ VARIANTS = {
         "dask": {"worker_gpus": 0, "node_selector": {"pool": "cpu"}},
     },
     "many-gpus": {"namespace": "team-a", "dask": {"worker_gpus": 8, "workers": 4}},
+    "minio-no-data-service": {
+        "data_service": {"enabled": False},
+        "network": {
+            "object_store": [{"cidr": "10.0.5.0/24", "exclude": ["10.0.5.1/32"], "ports": [9000]}]
+        },
+    },
 }
 
 
