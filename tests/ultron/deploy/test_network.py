@@ -85,8 +85,9 @@ def test_the_policy_holds_the_trial_pods_to_what_they_need(data_service: bool) -
             assert {(p["protocol"], p["port"]) for p in rule["ports"]} == {("UDP", 53), ("TCP", 53)}
             reached.append("dns")
         else:  # pods of ours: they exist, and serve the port
-            (target,) = _selected(to["podSelector"], pods) or [None]
-            assert target is not None, f"no pod has the labels {to['podSelector']}"
+            targets = _selected(to["podSelector"], pods)
+            assert len(targets) == 1, f"{len(targets)} pods have the labels {to['podSelector']}"
+            (target,) = targets
             assert ports <= _ports(target), (to, ports, _ports(target))
             reached.append(target["containers"][0]["name"])
     expected = ["scheduler", "redis", "sentinel", "dns"]

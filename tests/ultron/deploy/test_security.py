@@ -62,7 +62,7 @@ def pod_specs(node: Any) -> Iterator[Obj]:
             yield from pod_specs(item)
 
 
-def problems(pod: Obj, claims: set[str] = frozenset()) -> list[str]:  # type: ignore[assignment]
+def problems(pod: Obj, claims: frozenset[str] = frozenset()) -> list[str]:
     """What in ``pod`` breaks least privilege; empty when nothing does."""
     found = []
     context = pod.get("securityContext") or {}
@@ -98,7 +98,8 @@ def problems(pod: Obj, claims: set[str] = frozenset()) -> list[str]:  # type: ig
 
 def _checked(obj: Obj) -> int:
     """Assert every pod spec of ``obj`` holds; return how many there are."""
-    claims = {c["metadata"]["name"] for c in obj.get("spec", {}).get("volumeClaimTemplates", [])}
+    templates = obj.get("spec", {}).get("volumeClaimTemplates", [])
+    claims = frozenset(c["metadata"]["name"] for c in templates)
     pods = list(pod_specs(obj))
     if obj.get("kind") in WORKLOADS:
         assert pods, f"{obj['kind']} {obj['metadata'].get('name')}: no pod spec found"
@@ -140,6 +141,10 @@ def test_the_job_pods_have_a_home_and_their_label() -> None:
     job = flow_run_job(job_template(InfraValues(), TEMPLATE))
     pod = job["spec"]["template"]
     assert pod["metadata"]["labels"]["app.kubernetes.io/component"] == "ultron-job"
+    assert (
+        pod["spec"]["securityContext"]["runAsUser"],
+        pod["spec"]["securityContext"]["runAsGroup"],
+    ) == (UID, GID)
     (box,) = pod["spec"]["containers"]
     assert {e["name"]: e.get("value") for e in box["env"]}["HOME"] == HOME
     assert {m["mountPath"] for m in box["volumeMounts"]} == {"/tmp", HOME}
