@@ -43,8 +43,15 @@ def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
 _Dumper.add_representer(str, _str)
 
 
+# Kubernetes' own admission (Pod Security Admission) refuses any pod of the namespace that
+# breaks the "restricted" standard: one of a user's DaskCluster, or made by hand, as ours.
+_POD_SECURITY = {
+    f"pod-security.kubernetes.io/{mode}": "restricted" for mode in ("enforce", "audit", "warn")
+}
+
+
 def _namespace(values: InfraValues) -> list[Obj]:
-    meta = {"name": values.namespace, "labels": labels("namespace")}
+    meta = {"name": values.namespace, "labels": {**labels("namespace"), **_POD_SECURITY}}
     return [{"apiVersion": "v1", "kind": "Namespace", "metadata": meta}]
 
 

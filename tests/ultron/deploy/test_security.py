@@ -135,6 +135,13 @@ def test_every_rendered_pod_is_least_privilege() -> None:
     assert pods >= 3 * 10
 
 
+def test_the_namespace_admits_only_restricted_pods() -> None:
+    """Pod Security Admission holds every pod of the namespace (ours, a job's, one made by
+    hand) to the "restricted" standard, which the pods above meet."""
+    (namespace,) = [o for o in _rendered(InfraValues()) if o["kind"] == "Namespace"]
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+
+
 def test_the_job_pods_have_a_home_and_their_label() -> None:
     """The worker's copy of the template sets HOME (the emptyDir) and labels the pod as the
     NetworkPolicy's ingress rule expects."""
