@@ -105,6 +105,23 @@ class JobMonitor:
         )
         if last is not None:
             self._changed.set()
+            if last.log_tail:
+                self._log_failure(last)
+
+    def _log_failure(self, trial: TrialResult) -> None:
+        """A trial that did not complete: its error and last lines of output in the flow
+        run's log (the whole log is in the job's storage, ``ultron logs JOB TRIAL``)."""
+        lines = "\n".join(f"  | {line}" for line in trial.log_tail or ())
+        self._logger.warning(
+            "trial %s %s: %s\nits last %d lines of output (all: ultron logs %s %s):\n%s",
+            trial.trial_id,
+            trial.status,
+            redact(trial.error or "no error message"),
+            len(trial.log_tail or ()),
+            self.job_id,
+            trial.trial_id,
+            redact(lines),
+        )
 
     def close(self) -> None:
         """Stop the thread after a last write of what changed; safe to call twice."""

@@ -22,7 +22,7 @@ from ultron.master.early_stopping import StopperDriver
 from ultron.master.job_state import JobState, JobStatus, JobStore
 from ultron.master.loops import Master, SearchSettings
 from ultron.master.score_cache import ScoreCache
-from ultron.paths import scratch_dir
+from ultron.paths import job_results_url, scratch_dir
 from ultron.redis.client import connect
 from ultron.settings import settings
 from ultron.spec.job import JobSpec
@@ -76,6 +76,7 @@ def search_loop(
     # Now, not at the first checkpoint (in the batch loop: when the first round has ended):
     # `ultron status` and `ultron jobs` show the job running, with its running trials.
     store.set_status(JobStatus.RUNNING)
+    store.set_results_url(job_results_url(spec.storage, job_id))  # `ultron logs` reads it
     running_before = store.running()  # trials that ran when a previous master died
     if running_before:
         logger.info(

@@ -37,11 +37,13 @@ __all__ = [
     "JOB_ID_MAX_LENGTH",
     "artifact_key",
     "check_job_id",
+    "check_trial_id",
     "inside",
     "job_results_url",
     "new_job_id",
     "remove_tree",
     "scratch_dir",
+    "trial_log_url",
     "ultron_home",
 ]
 
@@ -72,31 +74,45 @@ def check_job_id(job_id: str) -> str:
     Raises:
         SpecError: the id is not such a name; the issue says which part of the rule it breaks.
     """
-    value: object = job_id
+    return _check_name(job_id, "job_id", fix=_JOB_ID_FIX)
+
+
+def check_trial_id(trial_id: str) -> str:
+    """Return ``trial_id`` when it is a plain name, by the rule of :func:`check_job_id`: a
+    trial id names a file in the job's storage (its log), so it must not climb out of it.
+
+    Raises:
+        SpecError: the id is not such a name.
+    """
+    return _check_name(trial_id, "trial_id", fix="use the trial's id as `ultron logs JOB` lists it")
+
+
+def _check_name(name: str, field: str, *, fix: str) -> str:
+    """``name`` if it is a plain name (see :func:`check_job_id`); else a SpecError on ``field``."""
+    value: object = name
     problem = None
-    if not isinstance(job_id, str):
-        problem = f"it is a {type(job_id).__name__}, not a string"
-    elif not job_id:
+    if not isinstance(name, str):
+        problem = f"it is a {type(name).__name__}, not a string"
+    elif not name:
         problem = "it is empty"
-    elif len(job_id) > JOB_ID_MAX_LENGTH:
-        problem = f"it has {len(job_id)} characters"
-    elif job_id in (".", ".."):
+    elif len(name) > JOB_ID_MAX_LENGTH:
+        problem = f"it has {len(name)} characters"
+    elif name in (".", ".."):
         problem = "it names the current or the parent folder"
-    elif "/" in job_id or "\\" in job_id:
+    elif "/" in name or "\\" in name:
         problem = "it holds a path separator"
-    elif "\0" in job_id:
+    elif "\0" in name:
         problem = "it holds a NUL character"
-    elif any(c.isspace() for c in job_id):
+    elif any(c.isspace() for c in name):
         problem = "it holds whitespace"
-    elif not _JOB_ID.fullmatch(job_id):
-        bad = sorted({c for c in job_id if not (c.isascii() and (c.isalnum() or c in "._-"))})
-        problem = (
-            f"it holds {', '.join(map(repr, bad))}" if bad else f"it starts with {job_id[0]!r}"
-        )
+    elif not _JOB_ID.fullmatch(name):
+        bad = sorted({c for c in name if not (c.isascii() and (c.isalnum() or c in "._-"))})
+        problem = f"it holds {', '.join(map(repr, bad))}" if bad else f"it starts with {name[0]!r}"
     if problem is None:
-        return job_id
-    issue = ConfigIssue("job_id", value, f"{_JOB_ID_RULE} ({problem})", _JOB_ID_FIX)
-    raise SpecError([issue], source="job id")
+        return name
+    rule = _JOB_ID_RULE.replace("a job id", f"a {field.replace('_', ' ')}")
+    issue = ConfigIssue(field, value, f"{rule} ({problem})", fix)
+    raise SpecError([issue], source=field.replace("_", " "))
 
 
 def inside(
@@ -195,6 +211,23 @@ def job_results_url(storage: str, job_id: str) -> str:
         return f"{storage.rstrip('/')}/{job_id}"
     folder = Path(storage).expanduser().resolve()
     return str(inside(folder / job_id, folder, what="job_id"))
+
+
+def trial_log_url(results_url: str, trial_id: str) -> str:
+    """Where a trial's log goes: ``<results_url>/logs/<trial_id>.log`` (a path or a URL; a
+    path is resolved and checked to lie inside ``results_url``).
+
+    Example:
+        >>> trial_log_url("s3://bucket/runs/job-1", "0007")
+        's3://bucket/runs/job-1/logs/0007.log'
+
+    Raises:
+        SpecError: the trial id is not a plain name (it could lead out of the folder).
+    """
+    name = f"{check_trial_id(trial_id)}.log"
+    if "://" in results_url:
+        return f"{results_url.rstrip('/')}/logs/{name}"
+    return str(inside(Path(results_url) / "logs" / name, results_url, what="trial_id"))
 
 
 def new_job_id(name: str, *, suffix: str | None = None) -> str:

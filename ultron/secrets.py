@@ -43,6 +43,7 @@ __all__ = [
     "conceal",
     "env_secrets",
     "install_redaction",
+    "job_secrets",
     "known_secrets",
     "mask_url",
     "redact",
@@ -336,6 +337,18 @@ def _install_factory() -> None:
     _installed_factory = True
 
 
+def job_secrets(spec: JobSpec | Mapping[str, Any] | None = None) -> set[str]:
+    """What a job's logs mask: the passwords of the URLs in ``spec`` (a spec, a trial request
+    or any mapping) and of ``REDIS_URL``, and this environment's secrets (:func:`env_secrets`).
+
+    Example:
+        >>> "pw-in-url" in job_secrets({"redis_url": "redis://:pw-in-url@h:6379/0"})
+        True
+    """
+    urls = [*_spec_urls(spec), os.environ.get("REDIS_URL", "")]
+    return env_secrets().union(*map(_passwords, urls))
+
+
 def install_redaction(spec: JobSpec | Mapping[str, Any] | None = None) -> None:
     """Redact the job's secrets in every log record of this process from now on.
 
@@ -344,8 +357,7 @@ def install_redaction(spec: JobSpec | Mapping[str, Any] | None = None) -> None:
     added; the filter goes on the handlers of the root, ``prefect``, ``distributed`` and
     ``ultron`` loggers, and on every record made from now on. Calling it again adds secrets.
     """
-    urls = [*_spec_urls(spec), os.environ.get("REDIS_URL", "")]
-    add_secrets(env_secrets().union(*map(_passwords, urls)))
+    add_secrets(job_secrets(spec))
     _install_factory()
     for name in _LOGGERS:
         for handler in logging.getLogger(name).handlers:

@@ -86,6 +86,9 @@ class TrialRequest(_Serial):
     memory_limit: int | None = None
     # The spec's deterministic: PyTorch and TensorFlow are made deterministic for the trial.
     deterministic: bool = False
+    # Where the worker keeps the trial's output, masked, while it runs (ultron.worker.trial_log):
+    # <storage>/<job>/logs/<trial>.log. None: only on the worker's disk (log_path).
+    log_url: str | None = None
 
 
 @dataclass(frozen=True)
@@ -103,7 +106,10 @@ class TrialResult(_Serial):
     duration: float = 0.0
     reports: int = 0
     worker: str | None = None
+    # The trial's log: in the job's storage where it is kept there, else on the worker's disk.
     log_path: str | None = None
+    # A trial that did not complete: its last lines of output (masked), newest last.
+    log_tail: list[str] | None = None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrialResult:

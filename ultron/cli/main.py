@@ -271,6 +271,9 @@ register_infra(app)  # ultron infra render
 from ultron.cli.server import register as register_server  # noqa: E402
 
 register_server(app)  # ultron server start, stop, status
+from ultron.cli.logs import register as register_logs  # noqa: E402
+
+register_logs(app)  # ultron logs
 
 
 def main() -> None:

@@ -17,7 +17,7 @@ from ultron.containerize.environment import TrialEnvironment
 from ultron.containerize.image import worker_paths
 from ultron.master.cancel import CANCEL
 from ultron.master.job_state import JobStore
-from ultron.paths import job_results_url
+from ultron.paths import job_results_url, trial_log_url
 from ultron.redis import keys
 from ultron.secrets import redact
 from ultron.spec.job import JobSpec
@@ -109,6 +109,7 @@ class TrialDispatcher:
             stream_reports=self.spec.early_stopping is not None,
             data=self.data,
             checkpoint_url=f"{self.results_url}/checkpoints/{trial_id}",
+            log_url=trial_log_url(self.results_url, trial_id),
             grace_period=self.spec.early_stopping.grace_period
             if self.spec.early_stopping
             else 30.0,
@@ -233,6 +234,8 @@ class TrialDispatcher:
             # Masked here, where the result enters the master: the trial table in Redis, the
             # result files and the artifacts all show only this text.
             data.update({name: redact(data.get(name)) for name in ("error", "traceback")})
+            if data.get("log_tail"):
+                data["log_tail"] = [redact(line) for line in data["log_tail"]]
             result = TrialResult.from_dict(data)
             # Only the infrastructure's faults are retried: OUT_OF_MEMORY would fail again
             # under the same resources.memory.

@@ -42,7 +42,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from ultron.redis import keys
-from ultron.secrets import redacted_spec
+from ultron.secrets import mask_url, redacted_spec
 from ultron.trial_records import TrialResult
 
 if TYPE_CHECKING:
@@ -211,6 +211,11 @@ class JobStore:
 
     def set_status(self, status: JobStatus) -> None:
         self.client.hset(self.key, "status", str(status))
+
+    def set_results_url(self, url: str) -> None:
+        """Record where the job's results and trial logs go (its storage as resolved where the
+        job runs, password masked): ``ultron logs`` reads them from there."""
+        self.client.hset(self.key, "results_url", mask_url(url))
 
     def mark_running(self, trials: dict[str, dict[str, Any]], *, defer: bool = False) -> None:
         """Record trials as running: trial id -> what is known of the attempt.

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import errno
 import importlib
+import io
 import json
 import math
 import numbers
@@ -252,6 +253,11 @@ def _redirect_output(log_path: str) -> None:
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     os.close(fd)
+    # A file makes Python buffer 8 KiB at a time: line by line, the worker ships each line as
+    # the trial prints it (ultron.worker.trial_log).
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper) and not stream.line_buffering:
+            stream.reconfigure(line_buffering=True)
 
 
 def _exit_with_parent() -> None:

@@ -24,6 +24,7 @@ from ultron.trial_records import TrialRequest, TrialResult, TrialStatus, stored_
 from ultron.worker.checkpoints import restore_for, start_sync
 from ultron.worker.devices import on_claimed_gpus
 from ultron.worker.pool import ProcessDied, WarmProcess, checkin, checkout
+from ultron.worker.trial_log import ship_trial_log
 
 __all__ = ["reads_object_store", "run_trial"]
 
@@ -148,11 +149,18 @@ def run_trial(request_data: dict[str, Any]) -> dict[str, Any]:
         "hyperparameters": request.hyperparameters,
         "attempts": request.attempt,
         "worker": _worker_name(),
-        "log_path": request.log_path,
+        "log_path": request.log_url or request.log_path,
     }
     extra: dict[str, Any]
     restore_for(request)
     syncer = start_sync(request)
+    shipper = ship_trial_log(
+        request.log_path,
+        request.log_url,
+        attempt=request.attempt,
+        worker=base["worker"],
+        secrets=request_data,
+    )
     try:
         process.send(request.to_dict())
         answer = _wait_for_answer(process, request)
@@ -179,7 +187,11 @@ def run_trial(request_data: dict[str, Any]) -> dict[str, Any]:
     finally:
         if syncer is not None:
             syncer.stop(wait=False)  # the last uploads finish in the background
+        if shipper is not None:
+            shipper.stop()  # before the answer: a trial seen finished has its whole log stored
     extra.setdefault("duration", time.monotonic() - started)
+    if shipper is not None and not status.ok:
+        extra["log_tail"] = shipper.tail()
     curve: list[dict[str, Any]] = extra.pop("curve", [])
     result = TrialResult.from_dict({**base, **extra, "status": status})
     answer = {**result.to_dict(), "curve": curve}

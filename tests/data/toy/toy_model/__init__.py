@@ -185,3 +185,31 @@ class Checkpointed:
                 shutil.rmtree(checkpoint_path)
                 os._exit(1)
         return x
+
+
+class Chatty:
+    """Prints for the trial-log tests, and waits for the test between its two halves.
+
+    Prints ``first-out``/``first-err`` (stdout/stderr) with its trial's ``x`` and the content of
+    ``<folder>/secret.txt``, waits until ``<folder>/release`` exists, then prints
+    ``second-out``/``second-err``; with ``fail`` it prints 30 numbered lines and raises.
+    """
+
+    def score(self, hyperparameters: dict, checkpoint_path: str, resume: bool) -> float:
+        import sys
+
+        folder, x = hyperparameters["folder"], float(hyperparameters.get("x", 0.0))
+        with open(os.path.join(folder, "secret.txt")) as handle:
+            secret = handle.read().strip()
+        print(f"first-out x={x} token={secret}")
+        print(f"first-err x={x}", file=sys.stderr)
+        release, deadline = os.path.join(folder, "release"), time.monotonic() + 300
+        while not os.path.exists(release) and time.monotonic() < deadline:
+            time.sleep(0.05)  # the test creates the file once it has seen the first half
+        print(f"second-out x={x}")
+        print(f"second-err x={x}", file=sys.stderr)
+        if hyperparameters.get("fail"):
+            for line in range(30):
+                print(f"failing line {line}")
+            raise RuntimeError("chatty failed on purpose")
+        return x
