@@ -37,6 +37,7 @@ Example:
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import os
 import re
@@ -74,6 +75,7 @@ class TrialLogShipper:
         poll_s: seconds between two reads of ``local_path``.
         object_interval_s: least seconds between two writes of an object store's log.
         storage_options: for the fsspec filesystem of ``log_url``.
+        remove_local: remove ``local_path`` once everything reached the storage.
     """
 
     def __init__(
@@ -86,8 +88,10 @@ class TrialLogShipper:
         poll_s: float = 0.5,
         object_interval_s: float = 5.0,
         storage_options: dict[str, Any] | None = None,
+        remove_local: bool = False,
     ) -> None:
         self.local_path = local_path
+        self.remove_local = remove_local
         self.log_url = log_url
         self.poll_s = poll_s
         self.object_interval_s = object_interval_s
@@ -125,13 +129,20 @@ class TrialLogShipper:
         self._thread.start()
 
     def stop(self, timeout_s: float = 30.0) -> bool:
-        """Ship what is left and stop; whether everything read reached the storage."""
+        """Ship what is left and stop; whether everything read reached the storage.
+
+        When it did, the local file is removed: it is not masked, and the storage has it all.
+        """
         self._stopping.set()
         if self._thread is not None:
             self._thread.join(timeout_s)
         with self._lock:
             self._ship(final=True)
-            return not self._unsent
+            shipped = not self._unsent
+        if shipped and self.remove_local:
+            with contextlib.suppress(FileNotFoundError):  # the trial printed nothing
+                os.remove(self.local_path)
+        return shipped
 
     def _run(self) -> None:
         while not self._stopping.wait(self.poll_s):
@@ -217,7 +228,7 @@ def ship_trial_log(
 ) -> TrialLogShipper | None:
     """Start shipping this attempt's output of ``local_path`` to ``log_url`` (None: no log
     kept), masking the secrets of ``secrets`` (a trial request's dict: its URLs' passwords)
-    and this worker's environment's.
+    and this worker's environment's. The local file goes once all of it is stored.
     """
     if log_url is None:
         return None
@@ -227,6 +238,6 @@ def ship_trial_log(
     except FileNotFoundError:
         offset = 0
     header = f"[ultron] attempt {attempt} on worker {worker}" if attempt > 1 else None
-    shipper = TrialLogShipper(local_path, log_url, offset=offset, header=header)
+    shipper = TrialLogShipper(local_path, log_url, offset=offset, header=header, remove_local=True)
     shipper.start()
     return shipper

@@ -172,3 +172,5 @@ def test_a_running_trial_has_its_output_in_the_storage(
     assert bad["log_tail"] == [f"failing line {n}" for n in range(30 - TAIL_LINES, 30)]
     for log in logs.values():
         assert TOKEN not in _text(log)
+    for request in requests:  # the worker's copy (not masked) is gone once all is stored
+        assert not Path(request["log_path"]).exists()
