@@ -105,19 +105,20 @@ class JobMonitor:
         )
         if last is not None:
             self._changed.set()
-            if last.log_tail:
+            if last.log_tail is not None:  # a trial that did not complete
                 self._log_failure(last)
 
     def _log_failure(self, trial: TrialResult) -> None:
         """A trial that did not complete: its error and last lines of output in the flow
         run's log (the whole log is in the job's storage, ``ultron logs JOB TRIAL``)."""
-        lines = "\n".join(f"  | {line}" for line in trial.log_tail or ())
+        tail = trial.log_tail or []
+        lines = "\n".join(f"  | {line}" for line in tail) if tail else "  (it printed nothing)"
         self._logger.warning(
             "trial %s %s: %s\nits last %d lines of output (all: ultron logs %s %s):\n%s",
             trial.trial_id,
             trial.status,
             redact(trial.error or "no error message"),
-            len(trial.log_tail or ()),
+            len(tail),
             self.job_id,
             trial.trial_id,
             redact(lines),

@@ -2,7 +2,8 @@
 
 The admin commands, ``ultron limits`` (show and set the stored limits) and ``ultron jobs`` (every
 job the Redis knows), are in :mod:`ultron.cli.admin`; ``ultron submit``, ``ultron status``,
-``ultron cancel`` and ``ultron --version`` in :mod:`ultron.cli.jobs`.
+``ultron cancel`` and ``ultron --version`` in :mod:`ultron.cli.jobs`; ``ultron logs`` in
+:mod:`ultron.cli.logs`.
 """
 
 from __future__ import annotations

@@ -233,7 +233,7 @@ class TrialDispatcher:
             curve = data.pop("curve", [])
             # Masked here, where the result enters the master: the trial table in Redis, the
             # result files and the artifacts all show only this text.
-            data.update({name: redact(data.get(name)) for name in ("error", "traceback")})
+            data.update({n: redact(data.get(n)) for n in ("error", "traceback", "log_path")})
             if data.get("log_tail"):
                 data["log_tail"] = [redact(line) for line in data["log_tail"]]
             result = TrialResult.from_dict(data)

@@ -4,7 +4,8 @@ The function Dask runs is :func:`run_trial`: it lends a warm process of the tria
 memory limit and credentials (:func:`reads_object_store`) to one attempt, restores and syncs
 its checkpoints, waits for its answer (stopping it past ``trial_timeout`` or an ignored early
 stop), and writes the answer to Redis before returning it: the master reads it from there, and
-Dask running the attempt again gets it back instead of a second run.
+Dask running the attempt again gets it back instead of a second run. While the attempt runs, its
+output goes to the job's storage (:mod:`ultron.worker.trial_log`), all of it before the answer.
 """
 
 from __future__ import annotations
