@@ -320,6 +320,8 @@ def main(fd: int, code_paths: Sequence[str] = (), *, memory_limit: int | None = 
             continue
         _redirect_output(request["log_path"])
         out = run_one(request, models)
+        sys.stdout.flush()  # a last line without its end: in the log before the answer
+        sys.stderr.flush()
         if _has_children():  # the scan of /proc costs milliseconds; most trials start nothing
             end_descendants()  # before the answer: when the worker hears it, they are gone
         conn.send(out)
