@@ -127,4 +127,7 @@ def _stable_job_id(name: str) -> str:
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["serve"]:
+    from ultron.deploy.restarts import ensure_restart_automation
+
+    ensure_restart_automation()  # a crashed run is scheduled again, and resumes
     hpo_job.serve(name="hpo-job")

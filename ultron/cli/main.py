@@ -251,9 +251,14 @@ def cache_clear(
 
 @app.command()
 def serve(name: Annotated[str, typer.Option(help="Deployment name.")] = "hpo-job") -> None:
-    """Serve the hpo-job flow so jobs can be triggered from the Prefect UI."""
+    """Serve the hpo-job flow so jobs can be triggered from the Prefect UI.
+
+    A crashed run of it is scheduled again, up to 3 times (ultron/deploy/restarts.py).
+    """
+    from ultron.deploy.restarts import ensure_restart_automation
     from ultron.flows.hpo_job import hpo_job
 
+    ensure_restart_automation()
     hpo_job.serve(name=name)
 
 
