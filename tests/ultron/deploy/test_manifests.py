@@ -140,6 +140,36 @@ def test_the_workers_copy_of_the_template_makes_a_valid_job() -> None:
     assert ".hpo.svc.cluster.local:26379" in env["REDIS_URL"]["value"]
 
 
+def test_a_killed_masters_pod_is_started_again_and_runs_the_same_job(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The Job of a flow run starts a new pod when its pod fails (killed, OOM-killed, evicted),
+    never while the old one still terminates, and every pod of it runs the same flow run: the
+    HPO job keeps its id (``hpo_job`` derives it from the flow run id) and resumes. Both the
+    repository's template and the worker's copy."""
+    from ultron.flows.hpo_job import _stable_job_id
+
+    worker = [o for o in _rendered(InfraValues())["30-prefect-worker.yaml"] if "data" in o]
+    templates = [json.loads(BASE_JOB_TEMPLATE.read_text())]
+    templates += [json.loads(worker[0]["data"]["base-job-template.json"])]
+    ids = set()
+    for template in templates:
+        job = flow_run_job(template)
+        validate(job)
+        spec = job["spec"]
+        assert spec["backoffLimit"] >= 1  # a failed pod is replaced by a new one
+        assert spec["podReplacementPolicy"] == "Failed"  # after the old one is gone
+        assert (spec["parallelism"], spec["completions"]) == (1, 1)  # one pod at a time
+        pod = spec["template"]["spec"]
+        assert pod["restartPolicy"] == "Never"  # a new pod, on any node
+        env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+        monkeypatch.setenv("PREFECT__FLOW_RUN_ID", env["PREFECT__FLOW_RUN_ID"])
+        ids |= {_stable_job_id("digits"), _stable_job_id("digits")}  # a first pod, a second
+    assert ids == {"digits-0f6c"}
+    props = templates[0]["variables"]["properties"]["backoff_limit"]
+    assert props["minimum"] == 0 and props["description"]  # a run or deployment may change it
+
+
 VARIANTS = {
     "postgres-cpu": {
         "prefect": {"database": "postgres"},
