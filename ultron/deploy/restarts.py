@@ -8,6 +8,13 @@ run of the ``hpo-job`` flow that came from a deployment back to ``Scheduled``; i
 runs the same flow run again, so the job keeps its id (``ultron.flows.hpo_job`` derives a new
 job's id from the flow run id) and resumes from its stored state.
 
+It waits :data:`QUIET_S` after the crash, and acts only if the run stayed ``Crashed`` that
+long: a process worker reports the crash twice, once when its process exits and again when the
+worker has cleaned up after it (seconds later on a loaded machine, after the process's children
+let go of its output). A run scheduled at once could meet that second report while the new
+process starts (``Crashed`` again, so scheduled again: two masters); a run still ``Crashed``
+meets it as a transition Prefect refuses. A person who runs it again within that time wins.
+
 The restarts are bounded: the trigger matches only the crashes whose ``prefect.run-count``
 (the runs so far, a label of Prefect's state-change event) is at most :data:`MAX_RESTARTS`, so
 a run that crashes every time ends ``Crashed`` after ``MAX_RESTARTS + 1`` runs. A run that
@@ -20,20 +27,28 @@ so deploying again updates it.
 
 Example:
     >>> automation = restart_automation()
-    >>> automation.actions[0].type, automation.trigger.expect
-    ('change-flow-run-state', {'prefect.flow-run.Crashed'})
+    >>> automation.actions[0].type, automation.trigger.after, automation.trigger.posture.value
+    ('change-flow-run-state', {'prefect.flow-run.Crashed'}, 'Proactive')
 """
 
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 from typing import Any
 
 from prefect.client.schemas.objects import StateType
 from prefect.events.actions import ChangeFlowRunState
 from prefect.events.schemas.automations import AutomationCore, EventTrigger, Posture
 
-__all__ = ["AUTOMATION_NAME", "MAX_RESTARTS", "deploy_step", "ensure_restart_automation"]
+__all__ = [
+    "AUTOMATION_NAME",
+    "MAX_RESTARTS",
+    "QUIET_S",
+    "deploy_step",
+    "ensure_restart_automation",
+    "restart_automation",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -41,18 +56,25 @@ AUTOMATION_NAME = "ultron: run a crashed hpo-job again"
 FLOW_NAME = "hpo-job"  # ultron.flows.hpo_job's @flow(name=...)
 MAX_RESTARTS = 3
 """How many times one flow run of ``hpo-job`` is restarted after a crash, at most."""
+QUIET_S = 30
+"""Seconds a run must stay ``Crashed`` before it is scheduled again."""
 
 
-def restart_automation(max_restarts: int = MAX_RESTARTS) -> AutomationCore:
-    """The automation: a crashed ``hpo-job`` run of a deployment goes back to ``Scheduled``."""
+def restart_automation(
+    max_restarts: int = MAX_RESTARTS, quiet_s: float = QUIET_S
+) -> AutomationCore:
+    """The automation: a crashed ``hpo-job`` run of a deployment that stays ``Crashed`` for
+    ``quiet_s`` seconds goes back to ``Scheduled``."""
     return AutomationCore(
         name=AUTOMATION_NAME,
         description=(
             f"Schedules a crashed run of the {FLOW_NAME} flow (from a deployment) again, up to "
             f"{max_restarts} times; the job resumes with its id. Created by ultron."
         ),
+        # Proactive: fires when a run that crashed has no other state change in ``quiet_s``.
         trigger=EventTrigger(
-            expect={"prefect.flow-run.Crashed"},
+            after={"prefect.flow-run.Crashed"},
+            expect={"prefect.flow-run.*"},
             match={
                 "prefect.resource.id": "prefect.flow-run.*",
                 "prefect.run-count": [str(n) for n in range(1, max_restarts + 1)],
@@ -64,8 +86,9 @@ def restart_automation(max_restarts: int = MAX_RESTARTS) -> AutomationCore:
                 {"prefect.resource.role": "deployment"},
             ],
             for_each={"prefect.resource.id"},  # each crashed run on its own
-            posture=Posture.Reactive,
+            posture=Posture.Proactive,
             threshold=1,
+            within=timedelta(seconds=quiet_s),
         ),
         actions=[
             ChangeFlowRunState(
@@ -77,7 +100,7 @@ def restart_automation(max_restarts: int = MAX_RESTARTS) -> AutomationCore:
     )
 
 
-def ensure_restart_automation(max_restarts: int = MAX_RESTARTS) -> str:
+def ensure_restart_automation(max_restarts: int = MAX_RESTARTS, quiet_s: float = QUIET_S) -> str:
     """Create the automation on the current Prefect API, replacing one of the same name.
 
     Returns:
@@ -85,7 +108,7 @@ def ensure_restart_automation(max_restarts: int = MAX_RESTARTS) -> str:
     """
     from prefect.client.orchestration import get_client
 
-    automation = restart_automation(max_restarts)
+    automation = restart_automation(max_restarts, quiet_s)
     with get_client(sync_client=True) as client:
         existing = client.read_automations_by_name(AUTOMATION_NAME)
         if existing:
@@ -99,10 +122,13 @@ def ensure_restart_automation(max_restarts: int = MAX_RESTARTS) -> str:
     return automation_id
 
 
-def deploy_step(max_restarts: int = MAX_RESTARTS, **_: Any) -> dict[str, str]:
+def deploy_step(
+    max_restarts: int = MAX_RESTARTS, quiet_s: float = QUIET_S, **_: Any
+) -> dict[str, str]:
     """``prefect deploy``'s build step (``prefect.yaml``): :func:`ensure_restart_automation`.
 
     Returns:
         The step's output: ``{"restart_automation_id": ID}``.
     """
-    return {"restart_automation_id": ensure_restart_automation(int(max_restarts))}
+    automation_id = ensure_restart_automation(int(max_restarts), float(quiet_s))
+    return {"restart_automation_id": automation_id}
