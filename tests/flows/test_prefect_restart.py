@@ -3,9 +3,10 @@
 The job runs from the ``hpo-job`` deployment on the session's real Prefect server and process
 worker (``prefect deploy --all`` created the restart automation, ultron/deploy/restarts.py).
 Its process is killed after its first trial is stored; the worker marks the run ``Crashed``,
-the automation schedules it again, the worker runs the same flow run, and the job resumes with
-its id and completes: every configuration scored once, only the trials running at the kill
-training their current epoch again.
+the automation schedules it again once it stayed so 30 s, the worker runs the same flow run
+(once: one more run, never two masters), and the job resumes with its id and completes: every
+configuration scored once, only the trials running at the kill training their current epoch
+again.
 """
 
 from __future__ import annotations

@@ -95,6 +95,7 @@ def restart_automation(
                 state=StateType.SCHEDULED,
                 name="Scheduled",
                 message="crashed: scheduled again by ultron's restart automation",
+                force=False,  # Prefect's rules decide (a run with no deployment is refused)
             )
         ],
     )
