@@ -10,9 +10,10 @@ job's id from the flow run id) and resumes from its stored state.
 
 It waits :data:`QUIET_S` after the crash, and acts only if the run stayed ``Crashed`` that
 long: a process worker reports the crash twice, once when its process exits and again when the
-worker is done with that process (16 s later in a test on a loaded machine). A run scheduled at once could meet that second report while the new
-process starts (``Crashed`` again, so scheduled again: two masters); a run still ``Crashed``
-meets it as a transition Prefect refuses. A person who runs it again within that time wins.
+worker is done with that process (16 s later in a test on a loaded machine). A run scheduled
+at once could meet that second report while the new process starts (``Crashed`` again, so
+scheduled again: two masters); a run still ``Crashed`` meets it as a transition Prefect
+refuses. A person who runs it again within that time wins.
 
 The restarts are bounded: the trigger matches only the crashes whose ``prefect.run-count``
 (the runs so far, a label of Prefect's state-change event) is at most :data:`MAX_RESTARTS`, so
