@@ -3,7 +3,8 @@
 Without a Prefect API every job would start Prefect's ephemeral server in its own process and
 stop it at the end: about ten seconds of each job's start on a small machine. Instead the
 first job starts one with Prefect's own tool, ``prefect server start --background``, with its
-``PREFECT_HOME`` (pidfile, database) in ``ULTRON_HOME/prefect`` (0700), on loopback, and the
+``PREFECT_HOME`` (pidfile, database) in ``ULTRON_HOME/prefect`` (0700; the database 0600, and
+nothing in ``~/.prefect``), on loopback, and the
 next jobs use it; it runs until ``ultron server stop`` (``prefect server stop``).
 
 The server requires a generated string (``PREFECT_SERVER_API_AUTH_STRING``, kept in
@@ -153,6 +154,7 @@ def _launch(folder: Path, port: int, timeout_s: float) -> str:
         capture_output=True,
         text=True,
         start_new_session=True,  # the server it leaves is out of reach of the terminal's Ctrl-C
+        umask=0o077,  # its database and logs are this user's alone (0600), like the folder
         timeout=timeout_s,
     )  # fmt: skip
     if done.returncode != 0:

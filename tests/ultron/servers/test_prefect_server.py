@@ -38,6 +38,10 @@ def test_jobs_get_the_server_with_its_auth_string_and_others_are_refused(
 
     monkeypatch.setenv("ULTRON_HOME", str(tmp_path))
     monkeypatch.delenv("ULTRON_PREFECT_SERVER", raising=False)
+    # The server's process gets a HOME of its own: it must write nothing to ~/.prefect.
+    user_home = tmp_path / "user-home"
+    user_home.mkdir()
+    monkeypatch.setenv("HOME", str(user_home))
     # As a user without a server, in a process with another server's database set (as
     # prefect_test_harness sets its own): the server of ULTRON_HOME keeps a database of its own.
     other = tmp_path / "other.db"
@@ -53,6 +57,10 @@ def test_jobs_get_the_server_with_its_auth_string_and_others_are_refused(
         with prefect_server.prefect_api() as again:
             assert again == url  # the next job reuses it
     assert not other.exists()
+    # The database is the home's own, this user's alone; the user's ~/.prefect is untouched.
+    database = tmp_path / "prefect" / "prefect.db"
+    assert database.is_file() and database.stat().st_mode & 0o777 == 0o600
+    assert not (user_home / ".prefect").exists()
     auth = (tmp_path / "prefect" / "auth").read_text()
     assert (tmp_path / "prefect" / "auth").stat().st_mode & 0o077 == 0
     assert httpx.post(f"{url}/flows/filter", json={}).status_code == 401
