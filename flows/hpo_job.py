@@ -115,7 +115,7 @@ def fetched(job: JobSpec) -> JobSpec:
 
 def _log_dashboard(resources: JobResources) -> None:
     """The Dask dashboard's address, in the flow run's logs (where users look)."""
-    link = getattr(getattr(resources.cluster, "client", None), "dashboard_link", None)
+    link = resources.cluster.dashboard_link
     if link:
         get_run_logger().info("Dask dashboard: %s", link)
 

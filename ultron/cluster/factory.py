@@ -1,8 +1,10 @@
 """The cluster factory: where trials run, from the spec's ``cluster:`` section.
 
 - ``local`` (the default): a Dask ``LocalCluster`` of ``parallelism`` single-threaded worker
-  processes, so at most ``parallelism`` trials run at once; with GPUs per trial, each worker
-  is pinned to its GPUs (:mod:`ultron.cluster.gpus`).
+  processes, so at most ``parallelism`` trials run at once (but no more workers than
+  ``num_iterations`` trials, nor than four per core: the rest would only wait); with GPUs per
+  trial, each worker is pinned to its GPUs (:mod:`ultron.cluster.gpus`). Its dashboard
+  listens on ``cluster.dashboard_address`` (loopback by default).
 - ``address``: a Dask scheduler that already runs; the job only connects to it.
 - ``kubernetes``: a ``KubeCluster`` of the Dask operator (:mod:`ultron.cluster.kubernetes`).
 - ``slurm``: workers as SLURM jobs (:mod:`ultron.cluster.slurm`).
@@ -16,6 +18,7 @@ rerunning it from scratch.
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +26,7 @@ from ultron.cluster import forkserver
 from ultron.cluster.gpus import local_gpu_cluster
 from ultron.errors import ConfigIssue, SpecError
 from ultron.settings import settings
-from ultron.spec.cluster import AddressCluster
+from ultron.spec.cluster import AddressCluster, dashboard_address
 from ultron.spec.job import JobSpec
 
 __all__ = [
@@ -38,6 +41,9 @@ logger = logging.getLogger(__name__)
 
 # Seconds to reach a scheduler that should already run: a wrong address fails in seconds.
 _CONNECT_TIMEOUT_S = 15
+# Local worker processes per core at most: trials that wait on I/O or sleep may share a core,
+# more only queue and cost each a Python process's memory and start time.
+LOCAL_WORKERS_PER_CORE = 4
 
 
 @dataclass
@@ -47,10 +53,20 @@ class ClusterHandle:
     client: Any
     cluster: Any | None
     resources: dict[str, float]
+    dashboard_address: str | None = None  # where our cluster's dashboard was told to listen
 
     @property
     def dashboard_link(self) -> str | None:
-        return getattr(self.client, "dashboard_link", None)
+        """The dashboard's URL; Dask's, with the host the dashboard was told to listen on
+        when that is one address (Dask writes the scheduler's host)."""
+        link = getattr(self.client, "dashboard_link", None)
+        host = _dashboard_host(self.dashboard_address)
+        if not link or host is None:
+            return link
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(link)
+        return parts._replace(netloc=f"{host}:{parts.port}").geturl()
 
     def close(self) -> None:
         """Close the client, and the cluster if it is ours."""
@@ -64,6 +80,22 @@ class ClusterHandle:
                 self.cluster.close()
             except Exception:
                 logger.warning("closing the Dask cluster failed", exc_info=True)
+
+
+def _dashboard_host(address: str | None) -> str | None:
+    """The host in ``address`` (HOST:PORT), when it is one that Dask's link would not show
+    (not every interface, not loopback); None otherwise."""
+    if address is None:
+        return None
+    host = address.rpartition(":")[0]
+    return None if host in ("", "0.0.0.0", "[::]", "127.0.0.1", "localhost") else host
+
+
+def local_worker_count(spec: JobSpec) -> int:
+    """Worker processes of the local cluster: ``parallelism``, but no more than the job's
+    ``num_iterations`` trials nor :data:`LOCAL_WORKERS_PER_CORE` per usable core."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(spec.parallelism, spec.num_iterations, LOCAL_WORKERS_PER_CORE * (cores or 1)))
 
 
 def _memory_limit(memory: str | None) -> int:
@@ -107,7 +139,7 @@ def start_cluster(spec: JobSpec, job_id: str = "ultron") -> ClusterHandle:
         cluster = slurm_cluster(spec)
     else:
         cluster = _local_cluster(spec)
-    return _client_of(cluster, resources)
+    return _client_of(cluster, resources, dashboard_address(spec.cluster))
 
 
 def warm_local_workers(spec: JobSpec) -> None:
@@ -124,7 +156,7 @@ def stop_warm_workers() -> None:
     forkserver.stop()
 
 
-def _client_of(cluster: Any, resources: dict[str, float]) -> ClusterHandle:
+def _client_of(cluster: Any, resources: dict[str, float], dashboard: str) -> ClusterHandle:
     """A client of a cluster we started; the cluster is closed if no client can be made."""
     from distributed import Client
 
@@ -133,7 +165,7 @@ def _client_of(cluster: Any, resources: dict[str, float]) -> ClusterHandle:
     except BaseException:
         cluster.close()
         raise
-    return ClusterHandle(client, cluster, resources)
+    return ClusterHandle(client, cluster, resources, dashboard)
 
 
 def _local_cluster(spec: JobSpec) -> Any:
@@ -144,11 +176,11 @@ def _local_cluster(spec: JobSpec) -> Any:
         if spec.resources.gpu:
             return local_gpu_cluster(spec, memory_limit)
         return LocalCluster(
-            n_workers=spec.parallelism,
+            n_workers=local_worker_count(spec),
             threads_per_worker=1,
             processes=True,
             memory_limit=memory_limit,
-            dashboard_address=":0",
+            dashboard_address=dashboard_address(spec.cluster),
             silence_logs=logging.WARNING,
         )
 

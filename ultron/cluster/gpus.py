@@ -28,6 +28,7 @@ from typing import Any
 
 from ultron.errors import ConfigIssue, SpecError
 from ultron.settings import settings
+from ultron.spec.cluster import dashboard_address
 from ultron.spec.job import JobSpec
 
 __all__ = [
@@ -206,5 +207,6 @@ def local_gpu_cluster(spec: JobSpec, memory_limit: int) -> Any:
         name: {"cls": Nanny, "options": options}
         for name, options in local_gpu_workers(spec, memory_limit).items()
     }
-    scheduler = {"cls": Scheduler, "options": {"dashboard_address": ":0"}}
+    options = {"dashboard_address": dashboard_address(spec.cluster)}
+    scheduler = {"cls": Scheduler, "options": options}
     return SpecCluster(workers=workers, scheduler=scheduler, silence_logs=logging.WARNING)

@@ -120,7 +120,7 @@ def worker_job_options(spec: JobSpec, name: str) -> dict[str, Any]:
         "worker_extra_args": worker_args,
         # sbatch writes each job's output here (dask-jobqueue makes the folder)
         "log_directory": str(ultron_home() / "slurm" / name),
-        "scheduler_options": {"dashboard_address": ":0"},
+        "scheduler_options": {"dashboard_address": cluster.dashboard_address},
         "silence_logs": logging.WARNING,
     }
 

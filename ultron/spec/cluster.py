@@ -27,16 +27,43 @@ __all__ = [
     "KubernetesCluster",
     "LocalCluster",
     "SlurmCluster",
+    "dashboard_address",
 ]
 
 _WALLTIME = re.compile(r"^(\d+-)?\d{1,3}:\d{2}(:\d{2})?$")
 _ADDRESS = re.compile(r"^(tcp|tls|inproc|ucx)://\S+$")
+# HOST:PORT of a listening socket: a host name, an IPv4 address, [an IPv6 one], or nothing (every
+# interface), then a port.
+_LISTEN = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]*):(\d{1,5})$")
 # A Kubernetes name (RFC 1123 label): namespaces and service accounts.
 _K8S_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
-class LocalCluster(Strict):
-    """A Dask ``LocalCluster`` on this machine: ``parallelism`` worker processes (the default)."""
+class _Dashboard(Strict):
+    """The Dask dashboard of a scheduler that the job starts in its own process."""
+
+    dashboard_address: str = Field(
+        default="127.0.0.1:0",
+        description="Where the Dask dashboard listens, HOST:PORT (port 0: any free one). It "
+        "shows the scheduler's log and trials' exceptions: the default, loopback, keeps it to "
+        "this machine; :8787 opens it on every interface.",
+    )
+
+    @field_validator("dashboard_address")
+    @classmethod
+    def _listen(cls, value: str) -> str:
+        match = _LISTEN.match(value)
+        if match is None or int(match.group(2)) > 65535:
+            raise rule_error(
+                "dashboard_address must be HOST:PORT with a port from 0 to 65535",
+                "write it like 127.0.0.1:8787 (this machine only) or :8787 (every interface)",
+            )
+        return value
+
+
+class LocalCluster(_Dashboard):
+    """A Dask ``LocalCluster`` on this machine: ``parallelism`` worker processes (the default),
+    at most ``num_iterations`` and four per core (more would only queue)."""
 
     type: Literal["local"] = Field(default="local", description="local: this machine.")
 
@@ -107,7 +134,7 @@ class KubernetesCluster(Strict):
         return value
 
 
-class SlurmCluster(Strict):
+class SlurmCluster(_Dashboard):
     """Dask workers as SLURM batch jobs (dask-jobqueue's ``SLURMCluster``): one job per worker,
     each with the cores, memory and GPUs (``--gres=gpu:N``) of one trial from ``resources``.
     The trial environment (the job's virtual environment and code) must lie on a file system
@@ -142,6 +169,12 @@ class SlurmCluster(Strict):
                 "write it like 01:30:00 or 2-00:00:00",
             )
         return value
+
+
+def dashboard_address(cluster: Any) -> str:
+    """Where the dashboard of the scheduler the job starts listens: ``dashboard_address`` of a
+    ``local`` or ``slurm`` section, loopback for the others (their scheduler is not ours)."""
+    return cluster.dashboard_address if isinstance(cluster, _Dashboard) else "127.0.0.1:0"
 
 
 def _cluster_type(value: Any) -> str:

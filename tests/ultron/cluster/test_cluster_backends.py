@@ -4,6 +4,7 @@ already (``cluster: {type: address}`` or ``ULTRON_DASK_ADDRESS``), one that does
 from __future__ import annotations
 
 import logging
+import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -112,3 +113,54 @@ def test_a_wrong_override_names_the_variable(
         check_scheduler(_spec({"type": "local"}))
     assert info.value.issues[0].field == "ULTRON_DASK_ADDRESS"
     assert info.value.source == "the environment"
+
+
+def _listening(port: int) -> set[str]:
+    """The addresses this process listens on at ``port`` (the local scheduler runs here)."""
+    import psutil
+
+    return {
+        conn.laddr.ip
+        for conn in psutil.Process().net_connections(kind="inet")
+        if conn.status == psutil.CONN_LISTEN and conn.laddr.port == port
+    }
+
+
+def test_the_local_dashboard_listens_on_loopback_and_its_link_works() -> None:
+    import httpx
+
+    spec = _spec({"type": "local"}).model_copy(update={"parallelism": 64, "num_iterations": 1})
+    handle = start_cluster(spec)
+    try:
+        link = handle.dashboard_link
+        assert link is not None and link.startswith("http://127.0.0.1:")
+        port = handle.client.scheduler_info()["services"]["dashboard"]
+        assert _listening(port) == {"127.0.0.1"}  # not 0.0.0.0 nor ::, the scheduler's log
+        assert httpx.get(link, timeout=30).status_code == 200
+        # One trial in the budget: one worker process, not parallelism's 64.
+        assert len(handle.client.scheduler_info()["workers"]) == 1
+    finally:
+        handle.close()
+
+
+def test_local_workers_are_capped_by_the_budget_and_the_cores() -> None:
+    cores = len(os.sched_getaffinity(0))
+    spec = _spec({"type": "local"})
+    wide = spec.model_copy(update={"parallelism": 64, "num_iterations": 1000})
+    assert cluster_module.local_worker_count(wide) == min(64, 4 * cores)
+    few = spec.model_copy(update={"parallelism": 3, "num_iterations": 1000})
+    assert cluster_module.local_worker_count(few) == min(3, 4 * cores)
+    assert cluster_module.local_worker_count(wide.model_copy(update={"num_iterations": 8})) == 8
+
+
+def test_the_dashboard_address_is_checked_and_may_open_it() -> None:
+    assert _spec({"type": "local", "dashboard_address": ":8787"}).cluster.dashboard_address == (
+        ":8787"
+    )
+    # The log's link names the one host the dashboard was told to listen on.
+    assert cluster_module._dashboard_host("10.1.2.3:8787") == "10.1.2.3"
+    assert cluster_module._dashboard_host(":8787") is None  # Dask's link (127.0.0.1) works
+    for bad in ("8787", "host:99999", "a b:1", "http://x:1"):
+        with pytest.raises(SpecError) as info:
+            _spec({"type": "local", "dashboard_address": bad})
+        assert "cluster.dashboard_address" in str(info.value) and "HOST:PORT" in str(info.value)
