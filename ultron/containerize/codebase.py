@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from ultron.errors import CodeBaseError
+from ultron.spec.archive_rules import ARCHIVE_SUFFIXES
 
 __all__ = ["ARCHIVE_SUFFIXES", "PROJECT_FILES", "code_files", "code_hash", "ignored"]
 
-ARCHIVE_SUFFIXES = (".tar.gz", ".tgz")
 PROJECT_FILES = ("pyproject.toml", "setup.py")
 _BUILD_OUTPUTS = frozenset({"build", "dist"})
 _JUNK = frozenset({"__pycache__", ".git"})  # .git is a file in git worktrees
@@ -28,10 +28,10 @@ def code_hash(path: str | Path) -> str:
     A folder is hashed over its sorted relative paths and the bytes of each file (a symlink
     contributes its target as text); ``__pycache__``, ``*.pyc``, ``*.egg-info``, hidden folders
     (``.git``, ``.venv``, caches) and the ``build``/``dist`` folders beside a setup.py or
-    pyproject.toml are left out. A ``.tar.gz``/``.tgz`` archive is hashed over its bytes.
+    pyproject.toml are left out. An archive (``.tar``, ``.tar.gz``, ...) is hashed over its bytes.
 
     Args:
-        path: a project folder or a ``.tar.gz``/``.tgz`` archive of one.
+        path: a project folder or an archive of one (:data:`ARCHIVE_SUFFIXES`).
 
     Raises:
         CodeBaseError: the path is neither a folder nor such an archive.

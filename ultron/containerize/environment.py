@@ -113,7 +113,7 @@ def build_environment(
     lock (``<cache_dir>/envs/<key>.lock``), and the second job reuses the first one's result.
 
     Args:
-        code: a project folder or a ``.tar.gz``/``.tgz`` archive of one.
+        code: a project folder or a tar archive of one (``.tar``, ``.tar.gz``, ...).
         cache_dir: where environments are kept, under ``envs/``.
         base_python: the interpreter whose installed packages the environment sees, and whose
             pip installs the user's package.

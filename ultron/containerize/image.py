@@ -252,7 +252,7 @@ def build_job_image(
     """Build and push the image of a code base, or find it already in the registry.
 
     Args:
-        code: a project folder or a ``.tar.gz``/``.tgz`` archive of one.
+        code: a project folder or a tar archive of one (``.tar``, ``.tar.gz``, ...).
         registry: where the image goes, e.g. ``localhost:5000/hpo`` (``cluster.registry``).
         base_image: the base worker image; pulled when this machine does not have it.
         work_dir: a scratch folder for the build context (removed afterwards).

@@ -1,6 +1,7 @@
 """The files of a user's code base, read without extracting, importing or installing it.
 
-A code base is a folder or a ``.tar.gz`` archive (read member by member, never extracted) with
+A code base is a folder or a tar archive (``.tar``, ``.tar.gz``, ...: read member by member, never
+extracted, after the checks extraction makes, :mod:`ultron.spec.archive_rules`) with
 ``pyproject.toml`` or ``setup.py`` at its top or in its single top-level folder. Modules are
 looked for as ``<module path>.py`` or ``<module path>/__init__.py`` at the project root, under
 ``src/``, and under the folders ``pyproject.toml`` or ``setup.py`` declare (``package-dir``,
@@ -31,6 +32,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
+
+from ultron.settings import settings
+from ultron.spec.archive_rules import ARCHIVE_SUFFIXES, ArchiveRefused, read_members
 
 __all__ = ["CodeTree", "Unreadable", "all_modules", "in_tree", "module_file", "open_tree"]
 
@@ -68,25 +72,39 @@ class CodeTree:
 
 @contextmanager
 def open_tree(code: Path) -> Iterator[CodeTree]:
-    """The tree of the folder or ``.tar.gz`` archive ``code`` (an archive stays open meanwhile).
+    """The tree of the folder or tar archive ``code`` (an archive stays open meanwhile).
 
     Raises:
-        Unreadable: ``code`` is neither a folder nor a readable archive with a project file.
+        Unreadable: ``code`` is neither a folder nor a readable archive with a project file,
+            or the archive breaks a rule that would stop its extraction.
     """
     if code.is_dir():
         tree = CodeTree(_folder_listing(code), lambda rel: (code / rel).read_bytes()[:_MAX_READ])
         _declare_bases(tree)
         yield tree
         return
-    if not code.name.endswith((".tar.gz", ".tgz")):
-        raise Unreadable("the code base must be a folder or a .tar.gz archive", "point at one")
+    if not code.name.endswith(ARCHIVE_SUFFIXES):
+        rule = f"the code base must be a folder or a tar archive ({', '.join(ARCHIVE_SUFFIXES)})"
+        raise Unreadable(rule, "point at one")
     try:
         archive = tarfile.open(code, "r:*")  # noqa: SIM115 (closed below, after the yield)
-    except (OSError, tarfile.TarError) as exc:
-        rule = f"the archive must be readable ({exc})"
-        raise Unreadable(rule, "pack it again with tar -czf") from None
+    except (OSError, tarfile.TarError, EOFError) as exc:
+        rule = f"the archive must be readable ({type(exc).__name__}: {exc})"
+        raise Unreadable(
+            rule, "pack it again with tar -czf code.tar.gz -C <parent> <folder>"
+        ) from None
     with archive:
-        yield _archive_tree(archive)
+        limits = settings()
+        try:
+            members = read_members(
+                archive,
+                code,
+                max_bytes=limits.archive_max_bytes,
+                max_members=limits.archive_max_members,
+            )
+        except ArchiveRefused as refused:
+            raise Unreadable(f"the archive {refused.rule}", refused.fix) from None
+        yield _archive_tree(archive, members)
 
 
 def _folder_listing(root: Path) -> dict[str, set[str]]:
@@ -102,9 +120,9 @@ def _folder_listing(root: Path) -> dict[str, set[str]]:
     return listing
 
 
-def _archive_tree(archive: tarfile.TarFile) -> CodeTree:
+def _archive_tree(archive: tarfile.TarFile, checked: list[tarfile.TarInfo]) -> CodeTree:
     members: dict[str, tarfile.TarInfo] = {}
-    for member in archive.getmembers():
+    for member in checked:
         parts = PurePosixPath(member.name).parts
         parts = tuple(p for p in parts if p != ".")
         if member.isfile() and parts and ".." not in parts and not member.name.startswith("/"):

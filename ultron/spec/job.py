@@ -28,6 +28,7 @@ from pydantic import Field, StringConstraints, ValidationInfo, field_validator, 
 from ultron.algorithms.registry import BUILTIN_STRATEGIES, is_builtin, looks_like_dotted_path
 from ultron.algorithms.space import SearchSpace
 from ultron.datamanager.spec import DataSpec
+from ultron.spec.archive_rules import ARCHIVE_SUFFIXES
 from ultron.spec.cluster import ClusterSpec, LocalCluster
 from ultron.spec.paper import PAPER_KEY_NAMES, from_paper
 from ultron.spec.sections import EarlyStopping, Objective, Resources
@@ -92,7 +93,8 @@ class JobSpec(Strict):
         "in batch mode, at some cost in speed.",
     )
     code: Annotated[Path, Field(title="Path on the worker")] | CodeURL = Field(
-        description="Your code base: a folder or a .tar.gz with setup.py or pyproject.toml, "
+        description="Your code base: a folder or a tar archive (.tar, .tar.gz, .tgz, .tar.bz2, "
+        ".tar.xz) with setup.py or pyproject.toml, "
         "on the worker's disk, or an object-store URL of a .tar.gz (s3://bucket/code.tar.gz; "
         "ultron submit uploads it for you)."
     )
@@ -273,10 +275,10 @@ class JobSpec(Strict):
                 f"the code base must exist (looked at {path})",
                 "point code at your project folder or its .tar.gz",
             )
-        is_archive = path.name.endswith((".tar.gz", ".tgz"))
-        if path.is_file() and not is_archive:
+        if path.is_file() and not path.name.endswith(ARCHIVE_SUFFIXES):
             raise rule_error(
-                "the code base must be a folder or a .tar.gz archive", "package it with tar -czf"
+                f"the code base must be a folder or a tar archive ({', '.join(ARCHIVE_SUFFIXES)})",
+                "package it with tar -czf code.tar.gz, or point code at the project folder",
             )
         if path.is_dir() and not any((path / f).exists() for f in ("setup.py", "pyproject.toml")):
             raise rule_error(

@@ -4,7 +4,8 @@ Archives are built member by member from raw tar headers: names with ``..``, abs
 (the sentinel folder beside the target included), symlinks and hardlinks to anywhere, devices
 and fifos, declared sizes far beyond the data that follows, and truncated or corrupt streams.
 ``safe_extract`` must extract only inside the target or raise :class:`CodeBaseError`; the
-sentinel folder next to the target stays as it was either way.
+sentinel folder next to the target stays as it was either way; and what it refuses, the check
+``ultron validate`` and ``ultron run`` make before any job exists refuses too.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from hypothesis import strategies as st
 
 from ultron.containerize.archive import safe_extract
 from ultron.errors import CodeBaseError
+from ultron.settings import settings as ultron_settings
+from ultron.spec.archive_rules import ArchiveRefused, read_members
 
 SENTINEL = "{SENTINEL}"  # replaced by the sentinel folder's absolute path
 
@@ -148,6 +151,8 @@ def test_archive_extracts_inside_or_is_refused(archive: Archive) -> None:
             safe_extract(path, dest)
         except CodeBaseError as exc:
             assert str(exc)  # refused: what a failure mid-way left behind is still inside
+            # ... and `ultron validate` refuses it too: the check it runs finds the reason.
+            assert _refused_by_the_check(path), str(exc)
         if dest.exists():
             for name in _tree(dest):  # every path, links followed, stays inside
                 assert (dest / name).resolve().is_relative_to(dest.resolve()), name
@@ -159,6 +164,22 @@ def test_archive_extracts_inside_or_is_refused(archive: Archive) -> None:
         assert outside == before
         assert sorted(p.name for p in sentinel.iterdir()) == ["keep.txt"]
         assert (sentinel / "keep.txt").read_text() == "untouched"
+
+
+def _refused_by_the_check(path: Path) -> bool:
+    """Whether the archive check of ``ultron validate`` and ``run`` (before any job) refuses."""
+    limits = ultron_settings()
+    try:
+        with tarfile.open(path, "r:*") as tar:
+            read_members(
+                tar,
+                path,
+                max_bytes=limits.archive_max_bytes,
+                max_members=limits.archive_max_members,
+            )
+    except (ArchiveRefused, tarfile.TarError, OSError, EOFError):  # as open_tree refuses them
+        return True
+    return False
 
 
 # Found by the property above, fixed in ultron/containerize/archive.py.
