@@ -78,8 +78,12 @@ class Expectation(_Strict):
     columns: list[str] | None = Field(
         default=None, description="columns only: the column names that must exist."
     )
-    min: float | None = Field(default=None, description="between only: the lowest allowed value.")
-    max: float | None = Field(default=None, description="between only: the highest allowed value.")
+    min: float | None = Field(
+        strict=True, default=None, description="between only: the lowest allowed value."
+    )
+    max: float | None = Field(
+        strict=True, default=None, description="between only: the highest allowed value."
+    )
     values: list[Any] | None = Field(default=None, description="in_set only: the allowed values.")
     type: str | None = Field(
         default=None, description=f"type only: the dtype, one of {', '.join(_DTYPES)}."
@@ -148,11 +152,12 @@ class DataSpec(_Strict):
     features: dict[str, FeatureSpec] = Field(
         default_factory=dict, description="TFRecord only: feature name -> dtype and shape."
     )
-    batch_size: int = Field(default=32, ge=1, description="Examples per batch.")
+    batch_size: int = Field(strict=True, default=32, ge=1, description="Examples per batch.")
     drop_remainder: bool = Field(
         default=False, description="Drop the last batch of an epoch when it is smaller."
     )
     shuffle_buffer: int = Field(
+        strict=True,
         default=10_000,
         ge=0,
         description="Examples in the shuffle buffer (shards are shuffled too); 0: no shuffle.",
@@ -173,6 +178,7 @@ class DataSpec(_Strict):
         "job's machine: trials on other machines need ULTRON_HOME on a shared file system.",
     )
     workers: int = Field(
+        strict=True,
         default=1,
         ge=1,
         description="placement service only: the service's workers; with more than one, "
@@ -185,22 +191,32 @@ class DataSpec(_Strict):
         "(snappy). Colocated workers hand batches over in memory, uncompressed.",
     )
     prefetch: int = Field(
-        default=4, ge=1, description="Batches the trial's training batch queue holds."
+        strict=True, default=4, ge=1, description="Batches the trial's training batch queue holds."
     )
     shard_rows: int = Field(
-        default=4096, ge=1, description="Examples per staged shard (the unit shuffled first)."
+        strict=True,
+        default=4096,
+        ge=1,
+        description="Examples per staged shard (the unit shuffled first).",
     )
     host: str = Field(
         default="localhost", description="The host name trials use to reach the service."
     )
     port: int = Field(
-        default=0, ge=0, le=65535, description="The dispatcher's port; 0 picks a free one."
+        strict=True,
+        default=0,
+        ge=0,
+        le=65535,
+        description="The dispatcher's port; 0 picks a free one.",
     )
     expectations: list[Expectation] = Field(
         default_factory=list, description="What the data must meet before any trial runs."
     )
     validate_rows: int | None = Field(
-        default=None, ge=1, description="Validate only the first N examples; none: all of them."
+        strict=True,
+        default=None,
+        ge=1,
+        description="Validate only the first N examples; none: all of them.",
     )
 
     @field_validator("pipeline")

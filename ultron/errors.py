@@ -20,7 +20,22 @@ __all__ = [
     "TrialError",
     "UltronError",
     "UsageError",
+    "printable",
 ]
+
+
+def printable(text: str) -> str:
+    r"""``text`` with every character that is not printable escaped as Python writes it
+    (``\x1b``, ``\n``, ``\u202e``): control characters and bidi overrides in a name or a
+    value cannot move the cursor, hide a line or reverse the text they are printed in.
+
+    Example:
+        >>> printable("job\u202egpj.exe\x1b[2J")
+        'job\\u202egpj.exe\\x1b[2J'
+    """
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
 
 
 class UltronError(Exception):
@@ -44,7 +59,8 @@ class ConfigIssue:
     fix: str
 
     def __str__(self) -> str:
-        return f"{self.field} is {self.value!r}; {self.rule}. Fix: {self.fix}"
+        # The field, rule and fix may quote what the user wrote (an unknown key, a name).
+        return printable(f"{self.field} is {self.value!r}; {self.rule}. Fix: {self.fix}")
 
 
 class SpecError(UltronError):

@@ -37,6 +37,7 @@ from ultron.errors import (
     SpecError,
     UltronError,
     UsageError,
+    printable,
 )
 
 __all__ = ["ExitCode", "code_for", "fail", "set_verbose"]
@@ -127,7 +128,9 @@ def fail(
             )
     else:
         text, status = about + error, code if code is not None else ExitCode.BAD_INPUT
-    # escape: an error quotes user input, and "[lr]" or "[/tmp]" there is text, not markup.
-    tail = f"\n{escape(where)}" if where else ""
+    # escape: an error quotes user input, and "[lr]" or "[/tmp]" there is text, not markup;
+    # printable: a control character or bidi override in it is shown, not obeyed.
+    text = "\n".join(printable(line) for line in text.split("\n"))
+    tail = "\n" + "\n".join(escape(printable(line)) for line in where.split("\n")) if where else ""
     err_console.print(f"[bold red]error:[/] {escape(text)}{tail}", highlight=False)
     raise typer.Exit(code=int(status))

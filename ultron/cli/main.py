@@ -22,7 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ultron.cli.exits import code_for, err_console, fail, set_verbose
-from ultron.errors import JobCancelledError, SpecError, UltronError
+from ultron.errors import JobCancelledError, SpecError, UltronError, printable
 
 app = typer.Typer(
     help="Ultron-AutoML: distributed hyper-parameter optimization.",
@@ -44,7 +44,8 @@ def validate(spec: SpecArg) -> None:
     except SpecError as exc:
         fail(exc)
     console.print(
-        f"[green]ok[/]: {escape(str(spec))} is a valid job spec ({escape(job.name)}: "
+        f"[green]ok[/]: {escape(printable(str(spec)))} is a valid job spec "
+        f"({escape(printable(job.name))}: "
         f"{job.num_iterations} trials of {job.model}, strategy {escape(job.strategy)})",
         soft_wrap=True,
     )
@@ -215,7 +216,7 @@ def _run_with_bar(run_job: Any, job: Any, job_id: str, listening: Any, event_typ
     )
     # redirect_stderr=False: stderr is the log file; the bar must not pull it back here.
     with Progress(*columns, console=console, redirect_stderr=False) as bar:
-        task = bar.add_task(job.name, total=job.num_iterations, status="starting")
+        task = bar.add_task(printable(job.name), total=job.num_iterations, status="starting")
 
         def show(event: Any) -> None:
             best = f"best {event.best_score:.6g}" if event.best_score is not None else "best -"

@@ -103,7 +103,11 @@ class KubernetesCluster(Strict):
         description="Node labels the worker pods need, e.g. {nvidia.com/gpu.product: H100}.",
     )
     min_workers: int = Field(
-        default=0, ge=0, description="Workers kept while the job idles (adaptive minimum)."
+        default=0,
+        ge=0,
+        le=10_000,
+        strict=True,
+        description="Workers kept while the job idles (adaptive minimum).",
     )
     image: str | None = Field(
         default=None,

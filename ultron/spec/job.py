@@ -28,6 +28,8 @@ from pydantic import Field, StringConstraints, ValidationInfo, field_validator, 
 from ultron.algorithms.registry import BUILTIN_STRATEGIES, is_builtin, looks_like_dotted_path
 from ultron.algorithms.space import SearchSpace
 from ultron.datamanager.spec import DataSpec
+from ultron.errors import SpecError
+from ultron.paths import check_job_id
 from ultron.spec.archive_rules import ARCHIVE_SUFFIXES
 from ultron.spec.cluster import ClusterSpec, LocalCluster
 from ultron.spec.paper import PAPER_KEY_NAMES, from_paper
@@ -41,11 +43,26 @@ from ultron.spec.space import (
     rule_error,
 )
 
-__all__ = ["MAX_ITERATIONS", "EarlyStopping", "JobSpec", "Objective", "Resources"]
+__all__ = [
+    "MAX_ITERATIONS",
+    "MAX_PARALLELISM",
+    "MAX_RETRIES",
+    "MAX_SEED",
+    "MAX_TIMEOUT_S",
+    "EarlyStopping",
+    "JobSpec",
+    "Objective",
+    "Resources",
+]
 
 # A job keeps every trial in its trial table (Redis) and its result files; past this many
 # trials a job is a mistake (a typo, an extra zero) more often than a plan.
 MAX_ITERATIONS = 100_000
+# The upper bounds of the other counts and times: past them a value is a typo, not a plan.
+MAX_PARALLELISM = 10_000
+MAX_RETRIES = 100
+MAX_TIMEOUT_S = 30 * 24 * 3600  # 30 days, for trial_timeout and acquire_timeout
+MAX_SEED = 2**63 - 1
 
 StrategyName = Annotated[
     Literal["random", "grid", "tpe", "cmaes", "gp", "qmc", "optuna", "reinforce", "evolution"],
@@ -85,7 +102,13 @@ class JobSpec(Strict):
     """A whole HPO job. Every field has a default except the code, the model and the space."""
 
     name: str = Field(default="hpo-job", min_length=1, description="Name of the job.")
-    seed: int = Field(default=0, ge=0, description="Seed of the strategy and of every trial.")
+    seed: int = Field(
+        default=0,
+        ge=0,
+        le=MAX_SEED,
+        strict=True,
+        description="Seed of the strategy and of every trial (0 to 2**63 - 1).",
+    )
     deterministic: bool = Field(
         default=False,
         description="Make PyTorch and TensorFlow deterministic in every trial (deterministic "
@@ -113,7 +136,10 @@ class JobSpec(Strict):
         default_factory=dict, description="Keyword arguments for the strategy."
     )
     num_iterations: int = Field(
-        default=20, ge=1, description=f"Budget: number of trials (1 to {MAX_ITERATIONS})."
+        default=20,
+        ge=1,
+        strict=True,
+        description=f"Budget: number of trials (1 to {MAX_ITERATIONS}).",
     )
     loop: Literal["batch", "async"] | None = Field(
         default=None,
@@ -123,7 +149,13 @@ class JobSpec(Strict):
     early_stopping: EarlyStopping | None = Field(
         default=None, description="Stop poor trials early (asha, hyperband, median, pop)."
     )
-    parallelism: int = Field(default=1, ge=1, description="Trials that run at the same time.")
+    parallelism: int = Field(
+        default=1,
+        ge=1,
+        le=MAX_PARALLELISM,
+        strict=True,
+        description=f"Trials that run at the same time (1 to {MAX_PARALLELISM}).",
+    )
     objective: Objective = Field(default_factory=Objective, description="Metric and direction.")
     resources: Resources = Field(default_factory=Resources, description="Per-trial resources.")
     cluster: ClusterSpec = Field(
@@ -131,20 +163,33 @@ class JobSpec(Strict):
         description="Where trials run: local (default), address, kubernetes or slurm.",
     )
     retries: int = Field(
-        default=2, ge=0, description="Retries of a trial after an infrastructure failure."
+        default=2,
+        ge=0,
+        le=MAX_RETRIES,
+        strict=True,
+        description=f"Retries of a trial after an infrastructure failure (0 to {MAX_RETRIES}).",
     )
     max_failed_share: float = Field(
         default=0.5,
         ge=0,
         le=1,
+        strict=True,
         description="The job fails when more than this share of its trials failed (user "
         "errors, crashes after all retries, timeouts); below it, failures are recorded.",
     )
     trial_timeout: float | None = Field(
-        default=None, gt=0, description="Seconds a trial may run before it is stopped."
+        default=None,
+        gt=0,
+        le=MAX_TIMEOUT_S,
+        strict=True,
+        description="Seconds a trial may run before it is stopped (at most 30 days, 2592000).",
     )
     acquire_timeout: float = Field(
-        default=600.0, ge=0, description="Seconds to wait for resource units before failing."
+        default=600.0,
+        ge=0,
+        le=MAX_TIMEOUT_S,
+        strict=True,
+        description="Seconds to wait for resource units before failing (at most 30 days).",
     )
     cache: bool = Field(
         default=True,
@@ -157,7 +202,11 @@ class JobSpec(Strict):
     redis_url: str | None = Field(
         default=None, description="redis://host:port/db; default: an embedded Redis server."
     )
-    tenant: str = Field(default="default", min_length=1, description="Who the job runs for.")
+    tenant: str = Field(
+        default="default",
+        description="Who the job runs for: a name like a job id (letters, digits, '.', '_', "
+        "'-', starting with a letter or digit, at most 128).",
+    )
     data: DataSpec | None = Field(
         default=None,
         description="Data streamed to every trial by the job's tf.data service (see datamanager).",
@@ -286,6 +335,16 @@ class JobSpec(Strict):
                 "add a pyproject.toml that declares your package",
             )
         return path.resolve()
+
+    @field_validator("tenant")
+    @classmethod
+    def _tenant_name(cls, value: str) -> str:
+        # A tenant names Redis keys, limits and folders as a job id does: the same rule.
+        try:
+            return check_job_id(value)
+        except SpecError as exc:
+            rule = exc.issues[0].rule.replace("a job id", "a tenant name", 1)
+            raise rule_error(rule, "use a plain name such as team-a or ml-research") from None
 
     @field_validator("redis_url")
     @classmethod

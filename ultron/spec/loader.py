@@ -294,6 +294,8 @@ def _issue(err: Any, names: dict[tuple[str, ...], str], data: dict[str, Any]) ->
         return ConfigIssue(field, err["input"], "it is not a known field", fix)
     if kind == "missing":
         return ConfigIssue(field, None, "it is required", "add this field (see README)")
+    if kind in ("int_type", "float_type") and isinstance(err["input"], str | bool):
+        return _not_a_number(field, err["input"], whole=kind == "int_type")
     if kind in ("enum", "literal_error"):
         expected = ctx.get("expected", "")
         options = [o.strip(" '") for o in expected.replace(" or ", ",").split(",") if o.strip()]
@@ -306,6 +308,20 @@ def _issue(err: Any, names: dict[tuple[str, ...], str], data: dict[str, Any]) ->
             return ConfigIssue(field, err["input"], rule, f"set it to {ctx[bound]} {word}")
     rule = err["msg"].replace("Input should be", "it must be")
     return ConfigIssue(field, err["input"], rule, _FIXES.get(kind, "see the spec in README"))
+
+
+def _not_a_number(field: str, value: str | bool, *, whole: bool) -> ConfigIssue:
+    """A number field given text (``"2"``) or true/false: numbers are written bare."""
+    kind = "a whole number" if whole else "a number"
+    if isinstance(value, bool):
+        return ConfigIssue(field, value, f"it must be {kind}, not true/false", f"write {kind}")
+    try:
+        float(value)
+    except ValueError:
+        fix = f"write {kind}"
+    else:
+        fix = f"write {value.strip()} without quotes"
+    return ConfigIssue(field, value, f"it must be {kind}, not text", fix)
 
 
 def _field_name(loc: tuple[str, ...], names: dict[tuple[str, ...], str]) -> str:

@@ -10,6 +10,7 @@ Example:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -33,6 +34,19 @@ PAPER_MODEL_KEYS = ("model_classname", "module_name", "package_name")
 PAPER_KEY_NAMES = frozenset(PAPER_KEYS) | frozenset(PAPER_MODEL_KEYS)
 """Every key of the paper's Fig. 2 that is not one of ours."""
 
+# The paper's number keys; its Fig. 2 writes some as text ("cpu_per_pod": "5").
+_PAPER_NUMBERS = frozenset({"parallelism_fact", "cpu_per_pod", "gpu_per_pod"})
+_NUMBER = re.compile(r"^\s*-?\d+(\.\d*)?([eE][-+]?\d+)?\s*$")
+
+
+def _paper_number(value: Any) -> Any:
+    """A number the paper wrote as text, as a number (an int when whole); else ``value``:
+    the field's own check refuses it then, under the paper's name."""
+    if not isinstance(value, str) or not _NUMBER.match(value):
+        return value
+    number = float(value)
+    return int(number) if number.is_integer() and abs(number) < 2**53 else number
+
 
 def from_paper(
     raw: dict[str, Any],
@@ -48,6 +62,8 @@ def from_paper(
         target = PAPER_KEYS.get(key, (key,))
         if key in PAPER_KEYS:
             names[target] = key
+        if key in _PAPER_NUMBERS:
+            value = _paper_number(value)
         placed.put(target, key, value)
     if "model_classname" in raw or "module_name" in raw:
         module = str(raw.get("module_name", ""))

@@ -41,13 +41,15 @@ class Objective(Strict):
 class Resources(Strict):
     """What one trial needs; the resource limiter counts ``gpu`` (or ``cpu``) per trial."""
 
-    cpu: float = Field(default=1.0, gt=0, description="CPU cores per trial.")
+    cpu: float = Field(default=1.0, gt=0, le=1024, strict=True, description="CPU cores per trial.")
     memory: str | None = Field(
         default=None, description="Memory per trial as a Kubernetes quantity, e.g. 4Gi."
     )
     gpu: float = Field(
         default=0,
         ge=0,
+        le=64,
+        strict=True,
         description="GPUs per trial: a whole number (multi-GPU trials), or a fraction that "
         "divides one GPU (0.5, 0.25: that many trials share one GPU).",
     )
@@ -129,13 +131,25 @@ class EarlyStopping(Strict):
     metric: str | None = Field(
         default=None, description="Reported metric to judge; default: the objective's metric."
     )
-    max_resource: int = Field(ge=1, description="Most steps (reports, e.g. epochs) of a trial.")
-    min_resource: int = Field(default=1, ge=1, description="Steps before a trial may be stopped.")
+    max_resource: int = Field(
+        ge=1, le=10**9, strict=True, description="Most steps (reports, e.g. epochs) of a trial."
+    )
+    min_resource: int = Field(
+        default=1, ge=1, strict=True, description="Steps before a trial may be stopped."
+    )
     reduction_factor: int = Field(
-        default=3, ge=2, description="asha, hyperband: keep 1/eta per rung (eta in the papers)."
+        default=3,
+        ge=2,
+        le=100,
+        strict=True,
+        description="asha, hyperband: keep 1/eta per rung (eta in the papers).",
     )
     grace_period: float = Field(
-        default=30.0, ge=0, description="Seconds a stopped trial has to return before it is killed."
+        default=30.0,
+        ge=0,
+        le=86400,
+        strict=True,
+        description="Seconds a stopped trial has to return before it is killed (at most a day).",
     )
     tell_stopped: bool = Field(
         default=True, description="Give a stopped trial's score to the strategy (else nan)."

@@ -127,8 +127,8 @@ class _Bounded(_Entry):
     """An entry drawn between two finite bounds."""
 
     type: str
-    low: float = Field(description="Lower bound.")
-    high: float = Field(description="Upper bound (above low).")
+    low: float = Field(strict=True, description="Lower bound.")
+    high: float = Field(strict=True, description="Upper bound (above low).")
 
     _bounds_not_bool = field_validator("low", "high", mode="before")(not_a_bool)
 
@@ -164,7 +164,7 @@ class LogUniformSpec(_Bounded):
     type: Literal["loguniform"] = Field(
         description="loguniform: a positive real number, uniform on a log scale."
     )
-    low: float = Field(description="Lower bound (above 0).")
+    low: float = Field(strict=True, description="Lower bound (above 0).")
 
     def to_domain(self) -> Domain:
         return LogUniform(self.low, self.high)
@@ -187,8 +187,12 @@ class IntSpec(_Bounded):
     """A whole number between ``low`` and ``high``, both included."""
 
     type: Literal["int"] = Field(description="int: a whole number, low and high included.")
-    low: float = Field(description="Lower bound, a whole number.", json_schema_extra=_INTEGER)
-    high: float = Field(description="Upper bound, a whole number.", json_schema_extra=_INTEGER)
+    low: float = Field(
+        strict=True, description="Lower bound, a whole number.", json_schema_extra=_INTEGER
+    )
+    high: float = Field(
+        strict=True, description="Upper bound, a whole number.", json_schema_extra=_INTEGER
+    )
     log: bool = Field(default=False, description="Draw on a log scale.")
 
     _whole_bounds = field_validator("low", "high", mode="before")(_whole)

@@ -115,7 +115,7 @@ EXPECTED = {
     "code": ("no_such_folder", "must exist"),
     "search_space": ({}, "at least one hyper-parameter"),
     "strategy": ("hyperopt", "built-in"),
-    "num_iterations": ("many", "integer"),
+    "num_iterations": ("many", "whole number"),
     "parallelism": (0, "greater than or equal to 1"),
     "objective.mode": ("minimise", "'minimize' or 'maximize'"),
     "colour": ("blue", "not a known field"),
