@@ -178,8 +178,9 @@ def set_limit(
 
 
 def jobs(tenant: TenantOption = None, redis_url: RedisUrl = None) -> None:
-    """Every job the Redis knows, newest first: its state (running, completed, failed,
-    cancelled; holding or waiting for units), tenant, units, best score, since when."""
+    """Every job the Redis knows, newest first (by when it started, or began to hold or wait
+    for units): its state (running, completed, failed, cancelled; holding or waiting for
+    units), tenant, units, best score, since when."""
     from ultron.master.overview import known_jobs, overview
 
     rows: dict[str, tuple[float, list[str]]] = {}
@@ -192,7 +193,7 @@ def jobs(tenant: TenantOption = None, redis_url: RedisUrl = None) -> None:
         state = f"{job.status} (holding)" if held and job.status == "running" else job.status
         units = _units(held.units) if held else "-"
         cells = [job.job_id, job.tenant, state, units, best]
-        rows[job.job_id] = (job.updated, cells)
+        rows[job.job_id] = (job.started, cells)  # a job that never saved a trial is new too
     for job_id, lease in holders.items():
         held_units = _units(lease.units)
         if job_id not in rows:

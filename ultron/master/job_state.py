@@ -193,7 +193,8 @@ class JobStore:
         # Passwords masked: resume.MAY_CHANGE has redis_url, the one field that holds one.
         pipe.hsetnx(self.key, "spec", json.dumps(redacted_spec(spec), sort_keys=True))
         pipe.hsetnx(self.key, "code_hash", code_hash)
-        stored, _ = pipe.execute()
+        pipe.hsetnx(self.key, "started", str(time.time()))  # `ultron jobs` lists by it
+        stored, _, _ = pipe.execute()
         return bool(stored)
 
     def stored_spec(self) -> StoredSpec | None:

@@ -2,9 +2,10 @@
 process, so ``ultron status`` and ``ultron jobs`` work from any machine that reaches it.
 
 A job is known by its hash ``ultron:job:<id>`` (:mod:`ultron.redis.keys`): its status, the
-spec its first run stored (redacted), when it last changed; its trial table gives the trials
-done and the best so far; while it runs, ``...:run:running`` names the trials in flight and
-``...:run:reports:<trial>`` holds what each reported (``ultron.report``), newest last.
+spec its first run stored (redacted), when that run started, when it last changed; its trial
+table gives the trials done and the best so far; while it runs, ``...:run:running`` names the
+trials in flight and ``...:run:reports:<trial>`` holds what each reported (``ultron.report``),
+newest last.
 
 Example:
     >>> import redis, uuid
@@ -54,6 +55,7 @@ class JobOverview:
     best_score: float | None
     best_config: dict[str, Any] | None
     updated: float
+    started: float  # when its first run started (older records: when it last changed)
     running: list[RunningTrial] = field(default_factory=list)
 
 
@@ -104,5 +106,6 @@ def overview(client: Any, job_id: str, *, namespace: str = keys.NAMESPACE) -> Jo
         best_score=best.score if best else None,
         best_config=best.hyperparameters if best else None,
         updated=float(data.get("updated") or 0.0),
+        started=float(data.get("started") or data.get("updated") or 0.0),
         running=running if data.get("status") == "running" else [],
     )

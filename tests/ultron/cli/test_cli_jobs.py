@@ -22,7 +22,9 @@ from typer.testing import CliRunner, Result
 import ultron
 from ultron.cli.main import app
 from ultron.limiter.resource_limiter import ResourceLimiter
+from ultron.master.job_state import JobStatus, JobStore
 from ultron.redis import keys
+from ultron.spec.job import JobSpec
 
 REPO = Path(__file__).parents[3]
 ULTRON = str(Path(sys.executable).with_name("ultron"))
@@ -53,13 +55,25 @@ def test_jobs_lists_every_known_job_newest_first_with_state_and_best(
             mapping={"status": status, "updated": str(1000.0 + n), "spec": json.dumps(spec)},
         )
         redis_client.hset(keys.job_trials(job_id), "0000", json.dumps({**trial, "score": score}))
+    # The newest job failed before it finished a trial: it stored its spec as it started
+    # (as every run does first), then its status; no trial, no `updated`.
+    newest = f"listed-{os.getpid()}-new"
+    made.append(newest)
+    store = JobStore(redis_client, newest)
+    job = JobSpec.model_validate(
+        {"code": ".", "model": "m:M", "search_space": {"x": [1]}, "tenant": "t-1"},
+        context={"check_paths": False},
+    )
+    assert store.save_spec(job, code_hash="c0de")
+    store.set_status(JobStatus.FAILED)
     try:
         result = _ultron("jobs", "--redis-url", redis_url, "--tenant", "t-1")
         assert result.exit_code == 0, result.output
         rows = [line for line in result.output.splitlines() if "listed-" in line]
         assert [r.split("│")[1].strip() for r in rows] == made[::-1]  # newest first
-        assert "cancelled" in rows[0] and "loss 2" in rows[0]
-        assert "failed" in rows[1] and "loss 0.25" in rows[1]
+        assert "failed" in rows[0] and "-" in rows[0]
+        assert "cancelled" in rows[1] and "loss 2" in rows[1]
+        assert "failed" in rows[2] and "loss 0.25" in rows[2]
     finally:
         for job_id in made:
             redis_client.delete(keys.job(job_id), keys.job_trials(job_id))
