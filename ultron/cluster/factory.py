@@ -83,12 +83,13 @@ class ClusterHandle:
 
 
 def _dashboard_host(address: str | None) -> str | None:
-    """The host in ``address`` (HOST:PORT), when it is one that Dask's link would not show
-    (not every interface, not loopback); None otherwise."""
+    """The host in ``address`` (HOST:PORT) when the dashboard listens on that one address
+    (Dask's link names the scheduler's host, which may be another); None for every interface,
+    where the scheduler's host reaches it too."""
     if address is None:
         return None
     host = address.rpartition(":")[0]
-    return None if host in ("", "0.0.0.0", "[::]", "127.0.0.1", "localhost") else host
+    return None if host in ("", "0.0.0.0", "[::]") else host
 
 
 def local_worker_count(spec: JobSpec) -> int:
@@ -156,7 +157,7 @@ def stop_warm_workers() -> None:
     forkserver.stop()
 
 
-def _client_of(cluster: Any, resources: dict[str, float], dashboard: str) -> ClusterHandle:
+def _client_of(cluster: Any, resources: dict[str, float], dashboard: str | None) -> ClusterHandle:
     """A client of a cluster we started; the cluster is closed if no client can be made."""
     from distributed import Client
 

@@ -207,6 +207,7 @@ def local_gpu_cluster(spec: JobSpec, memory_limit: int) -> Any:
         name: {"cls": Nanny, "options": options}
         for name, options in local_gpu_workers(spec, memory_limit).items()
     }
-    options = {"dashboard_address": dashboard_address(spec.cluster)}
+    # On loopback, as LocalCluster's: the workers are this machine's, nothing else need reach it.
+    options = {"host": "127.0.0.1", "dashboard_address": dashboard_address(spec.cluster)}
     scheduler = {"cls": Scheduler, "options": options}
     return SpecCluster(workers=workers, scheduler=scheduler, silence_logs=logging.WARNING)

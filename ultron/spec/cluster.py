@@ -175,10 +175,10 @@ class SlurmCluster(_Dashboard):
         return value
 
 
-def dashboard_address(cluster: Any) -> str:
+def dashboard_address(cluster: Any) -> str | None:
     """Where the dashboard of the scheduler the job starts listens: ``dashboard_address`` of a
-    ``local`` or ``slurm`` section, loopback for the others (their scheduler is not ours)."""
-    return cluster.dashboard_address if isinstance(cluster, _Dashboard) else "127.0.0.1:0"
+    ``local`` or ``slurm`` section; None for the others (their scheduler is not ours)."""
+    return cluster.dashboard_address if isinstance(cluster, _Dashboard) else None
 
 
 def _cluster_type(value: Any) -> str:

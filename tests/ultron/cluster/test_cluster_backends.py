@@ -126,10 +126,19 @@ def _listening(port: int) -> set[str]:
     }
 
 
-def test_the_local_dashboard_listens_on_loopback_and_its_link_works() -> None:
+@pytest.mark.parametrize("gpu", [0, 1])
+def test_the_local_dashboard_listens_on_loopback_and_its_link_works(
+    gpu: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import httpx
 
-    spec = _spec({"type": "local"}).model_copy(update={"parallelism": 64, "num_iterations": 1})
+    # gpu 1: the local cluster of GPU-pinned workers, on one GPU this machine is said to have.
+    monkeypatch.setenv("ULTRON_GPUS", "1")
+    spec = _spec({"type": "local"}).model_copy(update={"num_iterations": 1})
+    if gpu:
+        spec = spec.model_copy(update={"resources": spec.resources.model_copy(update={"gpu": 1})})
+    else:
+        spec = spec.model_copy(update={"parallelism": 64})
     handle = start_cluster(spec)
     try:
         link = handle.dashboard_link
@@ -137,7 +146,7 @@ def test_the_local_dashboard_listens_on_loopback_and_its_link_works() -> None:
         port = handle.client.scheduler_info()["services"]["dashboard"]
         assert _listening(port) == {"127.0.0.1"}  # not 0.0.0.0 nor ::, the scheduler's log
         assert httpx.get(link, timeout=30).status_code == 200
-        # One trial in the budget: one worker process, not parallelism's 64.
+        # One trial in the budget: one worker process, not parallelism's 64 (on a GPU: one).
         assert len(handle.client.scheduler_info()["workers"]) == 1
     finally:
         handle.close()
@@ -159,7 +168,8 @@ def test_the_dashboard_address_is_checked_and_may_open_it() -> None:
     )
     # The log's link names the one host the dashboard was told to listen on.
     assert cluster_module._dashboard_host("10.1.2.3:8787") == "10.1.2.3"
-    assert cluster_module._dashboard_host(":8787") is None  # Dask's link (127.0.0.1) works
+    assert cluster_module._dashboard_host("127.0.0.1:0") == "127.0.0.1"  # a slurm scheduler's
+    assert cluster_module._dashboard_host(":8787") is None  # host is another: loopback it is
     for bad in ("8787", "host:99999", "a b:1", "http://x:1"):
         with pytest.raises(SpecError) as info:
             _spec({"type": "local", "dashboard_address": bad})
