@@ -158,6 +158,7 @@ def acquire_resources(
             spec.model,
             log_dir,
             memory_limit=memory,  # the trials' own limit, or they would not use these processes
+            gpu_memory_fraction=spec.resources.gpu_memory_fraction,
         )
         data = None
         if spec.data is not None:

@@ -25,7 +25,8 @@ class TrialStatus(StrEnum):
     is retried; ``TIMEOUT`` means it ran past the spec's ``trial_timeout``; ``CACHED`` means the
     score came from the score cache without training; ``STOPPED`` means early stopping ended it
     (its score is the value it had then); ``OUT_OF_MEMORY`` means the trial needed more memory
-    than the spec's ``resources.memory`` allows (the user's to fix, so not retried).
+    than the spec's ``resources.memory`` allows, or more GPU memory than its GPU (or its share
+    of one, with a fractional ``resources.gpu``) has (the user's to fix, so not retried).
     """
 
     COMPLETED = "completed"
@@ -89,6 +90,9 @@ class TrialRequest(_Serial):
     # Where the worker keeps the trial's output, masked, while it runs (ultron.worker.trial_log):
     # <storage>/<job>/logs/<trial>.log. None: only on the worker's disk (log_path).
     log_url: str | None = None
+    # A fractional resources.gpu: the share of its GPU's memory the trial process may hold
+    # (ultron.worker.gpu_memory); None for whole GPUs or none.
+    gpu_memory_fraction: float | None = None
 
 
 @dataclass(frozen=True)

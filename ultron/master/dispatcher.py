@@ -115,6 +115,7 @@ class TrialDispatcher:
             else 30.0,
             memory_limit=_memory_limit(self.spec.resources.memory),
             deterministic=self.spec.deterministic,
+            gpu_memory_fraction=self.spec.resources.gpu_memory_fraction,
         )
 
     def start(self, *requests: TrialRequest) -> None:

@@ -90,6 +90,17 @@ class Resources(Strict):
         uses_gpu = self.compute == "gpu" or (self.compute is None and self.gpu > 0)
         return self.gpu if uses_gpu else max(1, math.ceil(self.cpu))
 
+    @property
+    def gpu_memory_fraction(self) -> float | None:
+        """The share of its GPU's memory a trial may hold: ``gpu`` when a fraction of one GPU,
+        None for whole GPUs (the trial's own) or none (``ultron.worker.gpu_memory``).
+
+        Example:
+            >>> Resources(gpu=0.25).gpu_memory_fraction, Resources(gpu=1).gpu_memory_fraction
+            (0.25, None)
+        """
+        return float(self.gpu) if 0 < self.gpu < 1 else None
+
     def units_for(self, parallelism: int) -> float:
         """Units of ``parallelism`` trials, counted exactly (four trials of 0.25 GPU: 1)."""
         total = Fraction(self.units_per_trial).limit_denominator(1 << 20) * parallelism

@@ -6,11 +6,14 @@ one per concurrent slot, and replaces one only when it crashed, was stopped or r
 memory. :func:`warm_up` starts and primes them before the first trial; :func:`checkout` and
 :func:`checkin` lend one to a trial (:func:`ultron.worker.runner.run_trial`).
 
-A trial process holds itself to the trial's ``memory_limit`` for its whole life, and gets the
-worker's environment less the secrets it does not need
-(:func:`ultron.secrets.trial_environ`): no Redis URL, and object-store credentials
-only for a trial that reads an object store itself. So warm processes are kept by code base,
-limit and credentials. Stopping one ends everything it started, children in sessions of their
+A trial process holds itself to the trial's ``memory_limit`` and, with a fractional GPU, to its
+``gpu_memory_fraction`` of the GPU's memory (:mod:`ultron.worker.gpu_memory`) for its whole
+life, and gets the worker's environment less the secrets it does not need
+(:func:`ultron.secrets.trial_environ`): no Redis URL, and object-store credentials only for a
+trial that reads an object store itself. So warm processes are kept by code base, limits and
+credentials. A trial that ran out of memory (the machine's or its GPU's) retires its process
+(:func:`ultron.worker.runner.run_trial`): what it leaked goes with it. Stopping one ends
+everything it started, children in sessions of their
 own included (see :meth:`WarmProcess.kill`).
 """
 
@@ -54,7 +57,8 @@ class WarmProcess:
     ``python -P`` keeps the folder the worker was started from off the trial's ``sys.path``;
     the code base's ``code_paths`` go first on it instead, so the user's module names are
     the user's (a ``tasks`` or ``algorithms`` package of theirs included). With
-    ``memory_limit`` (bytes) the process holds itself to that much private memory. Its
+    ``memory_limit`` (bytes) the process holds itself to that much private memory, with
+    ``gpu_memory_fraction`` to that share of each GPU's memory. Its
     environment is this worker's without ``REDIS_URL`` and secrets; the object store's
     credentials stay only with ``object_store``.
     """
@@ -68,18 +72,22 @@ class WarmProcess:
         memory_limit: int | None = None,
         object_store: bool = False,
         gpus: str | None = None,
+        gpu_memory_fraction: float | None = None,
     ) -> None:
         self.python = python
         self.code_paths = tuple(code_paths)
         self.memory_limit = memory_limit
         self.object_store = object_store
         self.gpus = gpus  # its CUDA_VISIBLE_DEVICES (ultron.worker.devices); None: the worker's
+        self.gpu_memory_fraction = gpu_memory_fraction
         env = {**trial_environ(os.environ, object_store=object_store), **gpu_environ(gpus)}
         parent, child = socket.socketpair()
         os.makedirs(os.path.dirname(log_path), exist_ok=True)
         command = [python, "-P", "-m", "ultron.worker.process", str(child.fileno())]
         if memory_limit is not None:
             command.append(f"--memory-limit={int(memory_limit)}")
+        if gpu_memory_fraction is not None:
+            command.append(f"--gpu-memory-fraction={gpu_memory_fraction!r}")
         self.mark = uuid.uuid4().hex
         with open(log_path, "ab") as log:
             self.proc = subprocess.Popen(
@@ -180,8 +188,9 @@ def _describe_exit(code: int) -> str:
 # holds the object store's credentials: a process that imported one code base's modules never
 # serves another's, its limit cannot be lifted, and one started with credentials never runs a
 # trial that must not have them. A thread takes one out while it runs a trial, so a worker with
-# several threads runs several. CUDA fixes its GPUs when it starts, so they are in the key too.
-_PoolKey = tuple[str, tuple[str, ...], int | None, bool, str | None]
+# several threads runs several. CUDA fixes its GPUs when it starts, so they are in the key too,
+# and so is the GPU memory cap (TensorFlow's cannot change once set).
+_PoolKey = tuple[str, tuple[str, ...], int | None, bool, str | None, float | None]
 _idle: dict[_PoolKey, list[WarmProcess]] = {}
 _lock = threading.Lock()
 
@@ -201,26 +210,28 @@ def checkout(
     log_path: str,
     memory_limit: int | None = None,
     object_store: bool = False,
+    gpu_memory_fraction: float | None = None,
 ) -> WarmProcess:
     python = _interpreter(python)
     paths = tuple(path for path in code_paths if os.path.isdir(path))
     gpus = trial_gpus()
+    key = (python, paths, memory_limit, object_store, gpus, gpu_memory_fraction)
     with _lock:
-        pool = _idle.setdefault((python, paths, memory_limit, object_store, gpus), [])
+        pool = _idle.setdefault(key, [])
         while pool:
             process = pool.pop()
             if process.alive():
                 return process
     return WarmProcess(
         python, paths, log_path=log_path, memory_limit=memory_limit, object_store=object_store,
-        gpus=gpus,
+        gpus=gpus, gpu_memory_fraction=gpu_memory_fraction,
     )  # fmt: skip
 
 
 def checkin(process: WarmProcess) -> None:
     key = (process.python, process.code_paths, process.memory_limit, process.object_store)
     with _lock:
-        _idle.setdefault((*key, process.gpus), []).append(process)
+        _idle.setdefault((*key, process.gpus, process.gpu_memory_fraction), []).append(process)
 
 
 def warm_up(
@@ -231,16 +242,20 @@ def warm_up(
     slots: int = 1,
     memory_limit: int | None = None,
     object_store: bool = False,
+    gpu_memory_fraction: float | None = None,
 ) -> int:
     """Start ``slots`` trial processes on this worker and import the model in each.
 
-    ``memory_limit`` and ``object_store`` must be the trials' (``TrialRequest.memory_limit``,
-    :func:`reads_object_store` of ``TrialRequest.data``) for them to use these.
+    ``memory_limit``, ``object_store`` and ``gpu_memory_fraction`` must be the trials'
+    (``TrialRequest.memory_limit``, :func:`reads_object_store` of ``TrialRequest.data``,
+    ``TrialRequest.gpu_memory_fraction``) for them to use these.
     """
     started = []
     for _ in range(slots):
         log_path = os.path.join(log_dir, f"worker-{os.getpid()}.log")
-        process = checkout(python, code_paths, log_path, memory_limit, object_store)
+        process = checkout(
+            python, code_paths, log_path, memory_limit, object_store, gpu_memory_fraction
+        )
         answer = process.call({"op": "import", "model": model}, timeout=_START_TIMEOUT_S)
         if "error" in answer:
             logger.warning("warm-up import of %s failed: %s", model, answer["error"])

@@ -9,7 +9,9 @@ reported, and the process serves the next trial; a crash kills only this process
 worker replaces (see :mod:`ultron.worker.runner`).
 
 Isolation (:mod:`ultron.worker.isolation`): the process holds itself to the spec's
-``resources.memory`` (``RLIMIT_DATA``, soft and hard, set before the user's code is imported),
+``resources.memory`` (``RLIMIT_DATA``, soft and hard, set before the user's code is imported)
+and, with a fractional ``resources.gpu``, to that share of its GPU's memory
+(:mod:`ultron.worker.gpu_memory`),
 and it is a child subreaper, so a process that a trial starts stays below it even when it calls
 ``setsid``: every such process is killed when ``score`` returns and when this process gets
 SIGTERM.
@@ -37,6 +39,7 @@ from typing import Any
 from ultron.model import TrialContext, set_current_trial
 from ultron.usercode import claim_names
 from ultron.worker.determinism import apply_determinism
+from ultron.worker.gpu_memory import cap_gpu_memory, is_gpu_out_of_memory
 from ultron.worker.isolation import become_subreaper, end_descendants, limit_memory
 
 __all__ = ["main"]
@@ -50,8 +53,9 @@ def _on_sigterm(signum: int, frame: Any) -> None:
 
 def _is_out_of_memory(exc: BaseException) -> bool:
     """A failed allocation: Python's and numpy's MemoryError, an ENOMEM from the system (a
-    fork, an mmap), or torch's CPU allocator (a RuntimeError; CUDA's is not ours to judge)."""
-    if isinstance(exc, MemoryError):
+    fork, an mmap), torch's CPU allocator (a RuntimeError), or a GPU's
+    (:func:`~ultron.worker.gpu_memory.is_gpu_out_of_memory`)."""
+    if isinstance(exc, MemoryError) or is_gpu_out_of_memory(exc):
         return True
     if isinstance(exc, OSError):
         return exc.errno == errno.ENOMEM
@@ -59,8 +63,10 @@ def _is_out_of_memory(exc: BaseException) -> bool:
     return "can't allocate memory" in text or "Cannot allocate memory" in text
 
 
-def _memory_error(exc: BaseException, limit: int | None) -> str:
+def _memory_error(exc: BaseException, limit: int | None, gpu_fraction: float | None) -> str:
     detail = f"{type(exc).__name__}: {_short(str(exc)) if str(exc) else 'allocation failed'}"
+    if is_gpu_out_of_memory(exc):
+        return _gpu_memory_error(detail, gpu_fraction)
     if limit is None:
         return (
             f"the trial ran out of memory ({detail}); no resources.memory is set, so the "
@@ -72,6 +78,20 @@ def _memory_error(exc: BaseException, limit: int | None) -> str:
         f"{limit / 2**20:.0f} MiB) and its allocation was refused ({detail}); a trial process "
         "may hold at most resources.memory. Fix: raise resources.memory in the job spec, or "
         "make the model use less (a smaller batch or model)"
+    )
+
+
+def _gpu_memory_error(detail: str, fraction: float | None) -> str:
+    if fraction is None:
+        return (
+            f"the trial ran out of GPU memory ({detail}); it had its GPU(s) to itself. Fix: "
+            "make the model use less (a smaller batch or model), or run on GPUs with more memory"
+        )
+    return (
+        f"the trial needed more GPU memory than its share allows ({detail}); with "
+        f"resources.gpu {fraction:g} a trial may hold {fraction:.0%} of its GPU's memory, so "
+        "that the trials sharing the GPU keep theirs. Fix: raise resources.gpu (a larger share, "
+        "or 1 for a GPU of its own), or make the model use less (a smaller batch or model)"
     )
 
 
@@ -227,7 +247,9 @@ def run_one(request: dict[str, Any], models: dict[str, Any]) -> dict[str, Any]:
         if _is_out_of_memory(exc):
             # Drop score's locals (the memory it holds) before formatting anything.
             traceback.clear_frames(exc.__traceback__)
-            error = _memory_error(exc, request.get("memory_limit"))
+            error = _memory_error(
+                exc, request.get("memory_limit"), request.get("gpu_memory_fraction")
+            )
             out = {"status": "out_of_memory", "error": error}
         else:
             out = {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
@@ -287,18 +309,27 @@ def _has_children() -> bool:
     return False
 
 
-def main(fd: int, code_paths: Sequence[str] = (), *, memory_limit: int | None = None) -> None:
+def main(
+    fd: int,
+    code_paths: Sequence[str] = (),
+    *,
+    memory_limit: int | None = None,
+    gpu_memory_fraction: float | None = None,
+) -> None:
     """Serve requests on the inherited socket ``fd`` until it closes or says ``exit``.
 
     Args:
         fd: the socket to the worker.
         code_paths: the code base's import folders: its names import from them first.
         memory_limit: bytes of private memory this process may hold (``resources.memory``).
+        gpu_memory_fraction: share of its GPU's memory this process may hold (a fractional
+            ``resources.gpu``), set in PyTorch and TensorFlow as the model imports them.
     """
     limit_memory(memory_limit)
     become_subreaper()
     signal.signal(signal.SIGTERM, _on_sigterm)
     claim_names(code_paths)
+    cap_gpu_memory(gpu_memory_fraction)  # first on sys.meta_path: sees every import of them
     _exit_with_parent()
     conn = Connection(fd)
     models: dict[str, Any] = {}
@@ -327,14 +358,20 @@ def main(fd: int, code_paths: Sequence[str] = (), *, memory_limit: int | None = 
         conn.send(out)
 
 
-def _parse_args(argv: Sequence[str]) -> tuple[int, list[str], int | None]:
-    """``FD [--memory-limit=BYTES] [CODE_PATH ...]``."""
-    rest, limit = list(argv[1:]), None
-    if rest and rest[0].startswith("--memory-limit="):
-        limit = int(rest.pop(0).partition("=")[2])
-    return int(argv[0]), rest, limit
+def _parse_args(argv: Sequence[str]) -> tuple[int, list[str], int | None, float | None]:
+    """``FD [--memory-limit=BYTES] [--gpu-memory-fraction=F] [CODE_PATH ...]``."""
+    rest, limit, fraction = list(argv[1:]), None, None
+    while rest and rest[0].startswith("--"):
+        option, _, value = rest.pop(0).partition("=")
+        if option == "--memory-limit":
+            limit = int(value)
+        elif option == "--gpu-memory-fraction":
+            fraction = float(value)
+        else:
+            raise SystemExit(f"unknown option {option}")
+    return int(argv[0]), rest, limit, fraction
 
 
 if __name__ == "__main__":
-    _fd, _paths, _limit = _parse_args(sys.argv[1:])
-    main(_fd, _paths, memory_limit=_limit)
+    _fd, _paths, _limit, _fraction = _parse_args(sys.argv[1:])
+    main(_fd, _paths, memory_limit=_limit, gpu_memory_fraction=_fraction)

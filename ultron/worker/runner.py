@@ -144,6 +144,7 @@ def run_trial(request_data: dict[str, Any]) -> dict[str, Any]:
         log_path,
         request.memory_limit,
         reads_object_store(request.data),
+        request.gpu_memory_fraction,
     )
     base = {
         "trial_id": request.trial_id,
@@ -180,7 +181,9 @@ def run_trial(request_data: dict[str, Any]) -> dict[str, Any]:
         status = TrialStatus(answer.pop("status"))
         extra = answer
         if status is TrialStatus.OUT_OF_MEMORY:
-            process.kill()  # its heap may stay near the limit: the next trial gets a fresh one
+            # Its heap may stay near the limit, and a CUDA out-of-memory can leave cached or
+            # leaked GPU memory and a broken context: the next trial gets a fresh process.
+            process.kill()
         elif _fresh_processes():
             process.kill()  # the baseline the benchmark compares against: no warm reuse
         else:
