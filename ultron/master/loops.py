@@ -255,6 +255,7 @@ class Master:
         with self._flushed_at_end():
             self._batches()
         self._checkpoint(final=True)
+        self._check_failures(())  # a rerun of a failed job has no round: its table decides
 
     def _batches(self) -> None:
         while self.budget_left > 0:
@@ -314,6 +315,7 @@ class Master:
         with self._flushed_at_end():
             self._keep_running()
         self._checkpoint(final=True)
+        self._check_failures(())  # a rerun of a failed job has no round: its table decides
 
     @contextlib.contextmanager
     def _flushed_at_end(self) -> Iterator[None]:

@@ -14,7 +14,8 @@ from ultron.master.job_state import JobState
 from ultron.master.loops import Master, SearchSettings
 from ultron.simulation.benchmark import LearningCurve, SimulatedClock
 from ultron.simulation.jobs import MemoryCache, MemoryStore, SimulatedDispatcher
-from ultron.trial_records import TrialRequest
+from ultron.errors import JobFailedError
+from ultron.trial_records import TrialRequest, TrialResult, TrialStatus
 
 SPACE = SearchSpace({"x": Uniform(0.0, 1.0)})
 
@@ -124,3 +125,31 @@ def test_a_flush_failing_after_the_loops_error_is_noted_on_it(
         master.run_batch() if loop == "batch" else master.run_async()
     assert any("running record afterwards failed too" in n for n in info.value.__notes__)
     assert any(r.exc_info and "Error 111" in str(r.exc_info[1]) for r in caplog.records)
+
+
+@pytest.mark.parametrize("loop", ["batch", "async"])
+@pytest.mark.parametrize("status", [TrialStatus.TIMEOUT, TrialStatus.FAILED])
+def test_a_rerun_of_a_failed_job_with_its_budget_spent_fails_again(
+    loop: str, status: TrialStatus
+) -> None:
+    # Both trials of the first run timed out (or returned NaN): the rerun with the printed
+    # resume command has no trial left to run, and its table still says the job failed.
+    master = _master(MemoryStore("job"))
+    master.settings = SearchSettings(num_iterations=2, parallelism=2)
+    master.state.trials = [
+        TrialResult(f"000{i}", {"x": 0.5}, status, error="ran past trial_timeout=4")
+        for i in range(2)
+    ]
+    with pytest.raises(JobFailedError, match="2 of 2 trials failed"):
+        master.run_batch() if loop == "batch" else master.run_async()
+
+
+@pytest.mark.parametrize("loop", ["batch", "async"])
+def test_a_rerun_of_a_completed_job_stays_completed(loop: str) -> None:
+    master = _master(MemoryStore("job"))
+    master.settings = SearchSettings(num_iterations=2, parallelism=2)
+    master.state.trials = [
+        TrialResult(f"000{i}", {"x": 0.5}, TrialStatus.COMPLETED, score=0.5) for i in range(2)
+    ]
+    master.run_batch() if loop == "batch" else master.run_async()
+    assert [t.status for t in master.state.trials] == [TrialStatus.COMPLETED] * 2
