@@ -17,7 +17,6 @@ more than its spread over seeds (:func:`ultron.reporting.find_regressions`). The
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -28,6 +27,7 @@ from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NONE
 
+from ultron import strict_json
 from ultron.algorithms.base import Direction
 from ultron.algorithms.registry import resolve_strategy
 from ultron.errors import UltronError
@@ -265,7 +265,7 @@ def _report(
     }
     folder = f"{root}/{day}"
     files = write_files(
-        folder, {"report.html": html, "summary.json": json.dumps(document, indent=2)}
+        folder, {"report.html": html, "summary.json": strict_json.dumps(document, indent=2)}
     )
     text = "\n".join(
         [f"# Benchmark {name}, {day}", "", f"Report: {files['report.html']}", ""]

@@ -18,7 +18,6 @@ resumes from its checkpoint.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -26,6 +25,7 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.runtime import flow_run
 
+from ultron import strict_json
 from ultron.containerize.codebase import code_hash
 from ultron.errors import ConfigIssue, SpecError, UltronError
 from ultron.flows.hpo_job import hpo_job
@@ -198,7 +198,9 @@ def _check_manifest(folder: str, base: JobSpec, *, seeds: int, labels: list[str]
             f"experiment {folder} was run with another spec or code base, and its jobs' results "
             "would not be comparable. Fix: run with a new experiment id, or change it back"
         )
-    text = json.dumps({**manifest, "seeds": seeds, "variants": labels}, indent=2, sort_keys=True)
+    text = strict_json.dumps(
+        {**manifest, "seeds": seeds, "variants": labels}, indent=2, sort_keys=True
+    )
     write_files(folder, {"experiment.json": text})
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import json
 import logging
 import os
 import signal
@@ -33,6 +34,52 @@ def stop_servers(home: Path) -> None:
         stop_prefect(home)
     if (home / "redis" / "redis.pid").exists():
         stop_redis(home)
+
+
+_RESULT_FILES = ("best.json", "summary.json", "experiment.json")
+_NOT_RESULTS = {"envs", ".venv", "site-packages", "checkpoints", "node_modules", "prefect", "redis"}
+
+
+def _refuse_constant(name: str) -> None:
+    raise ValueError(f"{name} is not JSON")
+
+
+def assert_strict_json_files(folder: Path) -> list[Path]:
+    """Every ``*.json`` of every results folder under ``folder`` parses with a strict parser
+    (no ``NaN``, ``Infinity``); returns the files checked. A results folder is one that holds
+    a job's ``best.json`` or an experiment's or benchmark's ``summary.json``."""
+    checked = []
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = [d for d in dirs if d not in _NOT_RESULTS]
+        if not any(name in files for name in _RESULT_FILES):
+            continue
+        for name in sorted(files):
+            if name.endswith(".json"):
+                path = Path(root) / name
+                try:
+                    json.loads(path.read_text(), parse_constant=_refuse_constant)
+                except ValueError as exc:
+                    pytest.fail(f"{path} is not strict JSON: {exc}")
+                checked.append(path)
+    return checked
+
+
+@pytest.fixture
+def strict_json_files() -> Callable[[Path], list[Path]]:
+    """:func:`assert_strict_json_files`, for a test that checks a folder itself."""
+    return assert_strict_json_files
+
+
+@pytest.fixture(autouse=True)
+def _results_are_strict_json(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After a test, every JSON file of the results folders in its ``tmp_path`` is strict
+    JSON: the one check of every test that produces job, experiment or benchmark results."""
+    if "tmp_path" not in request.fixturenames:
+        yield
+        return
+    tmp: Path = request.getfixturevalue("tmp_path")
+    yield
+    assert_strict_json_files(tmp)
 
 
 @pytest.fixture(autouse=True)

@@ -114,6 +114,8 @@ class TrialResult(_Serial):
     log_path: str | None = None
     # A trial that did not complete: its last lines of output (masked), newest last.
     log_tail: list[str] | None = None
+    # What the table records differently from what score returned (a NaN extra as null).
+    notes: list[str] = field(default_factory=list)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrialResult:

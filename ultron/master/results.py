@@ -1,7 +1,8 @@
 """The job's results: the leaderboard, the best configuration and the trial table.
 
 Written by ``finalize`` to ``<storage>/<job_id>/`` through fsspec (a folder by default):
-``leaderboard.csv``, ``best.json``, ``trials.json`` and ``curves.json``. ``best.json`` also
+``leaderboard.csv``, ``best.json``, ``trials.json`` and ``curves.json``, strict JSON
+(:mod:`ultron.strict_json`: a NaN or infinity is written as ``null``). ``best.json`` also
 carries the job's ``status``, ``error`` and ``warnings`` (e.g. checkpoints that never reached the
 store, listed in ``unsynced_checkpoints``).
 """
@@ -10,13 +11,13 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import fsspec
 
+from ultron import strict_json
 from ultron.algorithms.base import Direction
 from ultron.trial_records import TrialResult, TrialStatus
 
@@ -119,7 +120,7 @@ def write_results(
     best = board[0] if board else None
     contents = {
         "leaderboard.csv": _leaderboard_csv(board, metric),
-        "best.json": json.dumps(
+        "best.json": strict_json.dumps(
             {
                 "best_config": best.hyperparameters if best else None,
                 "best_score": best.score if best else None,
@@ -130,8 +131,8 @@ def write_results(
             },
             indent=2,
         ),
-        "trials.json": json.dumps([t.to_dict() for t in trials], indent=2),
-        "curves.json": json.dumps(curves),
+        "trials.json": strict_json.dumps([t.to_dict() for t in trials], indent=2),
+        "curves.json": strict_json.dumps(curves),
     }
     files = {}
     for name, text in contents.items():

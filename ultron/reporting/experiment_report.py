@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from collections.abc import Sequence
 from typing import Any
 
+from ultron import strict_json
 from ultron.algorithms.base import Direction
 from ultron.reporting import plots
 from ultron.reporting.html import Page
@@ -98,7 +98,7 @@ def experiment_files(
         **(extra or {}),
     }
     return {
-        "summary.json": json.dumps(document, indent=2),
+        "summary.json": strict_json.dumps(document, indent=2),
         "summary.csv": _csv(rows),
         "best_vs_trials.png": by_trials,
         "best_vs_time.png": by_time,

@@ -37,6 +37,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from ultron.model import TrialContext, set_current_trial
+from ultron.strict_json import finite
 from ultron.usercode import claim_names
 from ultron.worker.determinism import apply_determinism
 from ultron.worker.gpu_memory import cap_gpu_memory, is_gpu_out_of_memory
@@ -216,6 +217,18 @@ def _extra(value: Any, where: str) -> Any:
         ) from None
 
 
+def _recordable(metrics: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The metrics as strict JSON records them: a non-finite extra (NaN, infinity) becomes
+    ``None``, and a note names its key and value (the objective is finite: :func:`_real`)."""
+    clean, replaced = finite(metrics)
+    notes = [
+        f"metric {path} was {value!r}, not a finite number; recorded as null (JSON has no NaN "
+        "or infinity)"
+        for path, value in replaced
+    ]
+    return clean, notes
+
+
 def _short(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 80 else f"{text[:77]}..."
@@ -242,7 +255,8 @@ def run_one(request: dict[str, Any], models: dict[str, Any]) -> dict[str, Any]:
         value = model_class().score(
             dict(request["hyperparameters"]), request["checkpoint_path"], bool(request["resume"])
         )
-        out["score"], out["metrics"] = _objective(value, request["metric"])
+        out["score"], metrics = _objective(value, request["metric"])
+        out["metrics"], out["notes"] = _recordable(metrics)
     except (Exception, SystemExit) as exc:  # whatever the user's code raises is recorded
         if _is_out_of_memory(exc):
             # Drop score's locals (the memory it holds) before formatting anything.

@@ -10,11 +10,11 @@ import redis
 from ultron.algorithms.base import Direction
 from ultron.algorithms.registry import resolve_strategy
 from ultron.algorithms.space import SearchSpace, Uniform
+from ultron.errors import JobFailedError
 from ultron.master.job_state import JobState
 from ultron.master.loops import Master, SearchSettings
 from ultron.simulation.benchmark import LearningCurve, SimulatedClock
 from ultron.simulation.jobs import MemoryCache, MemoryStore, SimulatedDispatcher
-from ultron.errors import JobFailedError
 from ultron.trial_records import TrialRequest, TrialResult, TrialStatus
 
 SPACE = SearchSpace({"x": Uniform(0.0, 1.0)})

@@ -8,7 +8,7 @@ import json
 import math
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from fractions import Fraction
 from pathlib import Path
 from typing import Any, ClassVar
@@ -211,3 +211,46 @@ def test_text_extras_travel_through_redis_to_the_result_files(
     assert table[1]["metrics"]["note"] == "plateau"
     rows = list(csv.reader(Path(files["leaderboard.csv"]).read_text().splitlines()))
     assert [row[2] for row in rows] == ["loss", "0.25", "0.5"]
+
+
+class _NonFinite:
+    """Extras that JSON has no number for, beside a finite objective."""
+
+    def score(self, hyperparameters: dict[str, Any], checkpoint_path: str, resume: bool) -> Any:
+        nan, inf = float("nan"), float("inf")
+        return {"loss": 0.25, "aux": nan, "big": np.float64(inf), "curve": [1.0, -inf]}
+
+
+def test_a_non_finite_extra_is_recorded_as_null_with_a_note_and_the_files_are_strict_json(
+    tmp_path: Path, strict_json_files: Callable[[Path], list[Path]]
+) -> None:
+    request = {
+        "job_id": "j",
+        "trial_id": "0000",
+        "redis_url": "redis://unused",  # nothing is reported, so nothing connects
+        "model": "nonfinite:Model",
+        "checkpoint_path": str(tmp_path / "ckpt"),
+        "seed": 0,
+        "hyperparameters": {"x": 1},
+        "resume": False,
+        "metric": "loss",
+    }
+    out = run_one(request, {"nonfinite:Model": _NonFinite})
+    assert out["status"] == "completed" and out["score"] == 0.25
+    assert out["metrics"] == {"loss": 0.25, "aux": None, "big": None, "curve": [1.0, None]}
+    assert len(out["notes"]) == 3
+    assert "metric aux was nan" in out["notes"][0] and "recorded as null" in out["notes"][0]
+    assert "metric big was inf" in out["notes"][1] and "curve[1] was -inf" in out["notes"][2]
+    trial = TrialResult.from_dict({**out, "trial_id": "0000", "hyperparameters": {"x": 1}})
+    assert trial.notes == out["notes"]
+    # A reported value of nan (a diverged loss) reaches curves.json: null there too.
+    files = write_results(
+        str(tmp_path / "results"),
+        trials=[trial],
+        curves={"0000": [{"step": 1, "loss": float("nan")}]},
+        direction=Direction.MINIMIZE,
+        metric="loss",
+        extra={"timings": {"x": float("inf")}},
+    )
+    assert len(strict_json_files(tmp_path / "results")) == 3
+    assert json.loads(Path(files["curves.json"]).read_text())["0000"][0]["loss"] is None
