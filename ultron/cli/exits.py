@@ -11,8 +11,12 @@ Code   Name                   When
 3      ``UNREACHABLE``        a service did not answer: Redis, the storage, the Prefect
                               server (:class:`ServiceUnreachableError`, or a connection
                               error of Redis, of the network or of Prefect's client)
+129    ``CANCELLED_SIGHUP``   the job was cancelled by SIGHUP (its terminal closed: an SSH
+                              session ended); it can resume
 130    ``CANCELLED_SIGINT``   the job was cancelled by Ctrl-C (SIGINT); it can resume
-143    ``CANCELLED_SIGTERM``  the job was cancelled by SIGTERM; it can resume
+143    ``CANCELLED_SIGTERM``  the job was cancelled by SIGTERM, or by ``ultron cancel`` (a
+                              request from elsewhere, as Prefect's cancel sends SIGTERM); it
+                              can resume
 =====  =====================  ==========================================================
 
 An error is mapped to its code by its type (:func:`code_for`). :func:`fail` prints one line
@@ -54,6 +58,7 @@ class ExitCode(IntEnum):
     JOB_FAILED = 1
     BAD_INPUT = 2
     UNREACHABLE = 3
+    CANCELLED_SIGHUP = 128 + signal.SIGHUP
     CANCELLED_SIGINT = 128 + signal.SIGINT
     CANCELLED_SIGTERM = 128 + signal.SIGTERM
 
@@ -80,6 +85,14 @@ def _unreachable_types() -> tuple[type[BaseException], ...]:
     )
 
 
+# By the signal that cancelled the job; no signal (``ultron cancel``) and any other: SIGTERM's.
+_CANCELLED = {
+    signal.SIGHUP: ExitCode.CANCELLED_SIGHUP,
+    signal.SIGINT: ExitCode.CANCELLED_SIGINT,
+    signal.SIGTERM: ExitCode.CANCELLED_SIGTERM,
+}
+
+
 def code_for(exc: BaseException) -> ExitCode:
     """The exit status an error ends a command with, by its type.
 
@@ -91,8 +104,7 @@ def code_for(exc: BaseException) -> ExitCode:
         <ExitCode.JOB_FAILED: 1>
     """
     if isinstance(exc, JobCancelledError):
-        number = exc.signal_number or signal.SIGINT
-        return ExitCode.CANCELLED_SIGTERM if number == signal.SIGTERM else ExitCode.CANCELLED_SIGINT
+        return _CANCELLED.get(exc.signal_number, ExitCode.CANCELLED_SIGTERM)
     if isinstance(exc, _unreachable_types()):  # before SpecError: it is one too
         return ExitCode.UNREACHABLE
     if isinstance(exc, ConnectionError):  # the network, whatever client met it

@@ -11,7 +11,9 @@ from __future__ import annotations
 import logging
 import os
 import shlex
+import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -29,7 +31,43 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
-console = Console()
+
+
+class _JobConsole(Console):
+    """rich's console for the command's own lines. When their reader goes away (``ultron run
+    job.yaml | head -2``, a pager that quits), the lines go on to the job's log (:attr:`log`;
+    nowhere without a job) and the command goes on: rich's default ends the process, which
+    would end the job mid-run."""
+
+    log: Path | None = None
+
+    def on_broken_pipe(self) -> None:
+        _divert_output(self.log, stderr=False)
+
+
+console = _JobConsole()
+
+
+def _divert_output(log: Path | None, *, stderr: bool) -> None:
+    """Send stdout (file descriptor 1), and with ``stderr`` the error console and descriptor 2,
+    to the job's log (``os.devnull`` without one): their reader is gone."""
+    target = str(log) if log is not None else os.devnull
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.dup2(fd, 1)
+        if stderr:
+            os.dup2(fd, 2)
+            err_console.file = open(target, "a", buffering=1)  # noqa: SIM115  (the process's)
+    finally:
+        os.close(fd)
+
+
+def _flush() -> None:
+    try:
+        console.file.flush()
+    except BrokenPipeError:
+        console.on_broken_pipe()
+
 
 SpecArg = Annotated[Path, typer.Argument(help="The job spec, YAML or JSON.")]
 
@@ -102,15 +140,30 @@ def _trial_line(event: Any, metric: str) -> str:
     )
 
 
-def _announce_cancel(job_id: str, resume: str) -> Any:
+def _cancelled_by(signal_number: int | None) -> str:
+    """Who asked the job to stop, in the user's words."""
+    if signal_number is None:
+        return "`ultron cancel`"
+    if signal_number == signal.SIGINT:
+        return "Ctrl-C"
+    if signal_number == signal.SIGHUP:
+        return "SIGHUP (its terminal closed)"
+    return signal.Signals(signal_number).name
+
+
+def _announce_cancel(job_id: str, resume: str, log_path: Path) -> Any:
     def announce(signal_number: int | None, count: int) -> None:
         if count == 1:
             from ultron.settings import settings
 
+            if signal_number == signal.SIGHUP:  # no terminal to write to: the log has it all
+                _divert_output(log_path, stderr=True)
             grace = settings().cancel_grace
+            force = "Ctrl-C again" if signal_number == signal.SIGINT else "A signal now"
             err_console.print(
-                f"[yellow]cancelling job {escape(job_id)}[/]: running trials get {grace:g} s "
-                "to stop, then the results so far are written. Ctrl-C again forces the exit.",
+                f"[yellow]cancelling job {escape(job_id)}[/] (by {_cancelled_by(signal_number)})"
+                f": running trials get {grace:g} s to stop, then the results so far are "
+                f"written. {force} forces the exit.",
                 highlight=False,
             )
         else:
@@ -154,39 +207,36 @@ def run(
         fail(exc)
     resume = f"ultron run {shlex.quote(str(spec))} --job-id {job_id}"
     results_url = job_results_url(job.storage, job_id)
-    console.print(
-        f"job [bold]{escape(job_id)}[/]: {job.num_iterations} trials of {escape(job.model)}, "
-        f"strategy {escape(job.strategy)}, {job.parallelism} at a time\n"
-        f"log: {escape(str(log_path))}\nresume with: {escape(resume)}",
-        soft_wrap=True,
-        highlight=False,
-    )
-    console.file.flush()
+    header = _header(job, job_id, log_path, resume)
+    console.log = log_path
     if verbose:
         _file_logging(log_path)
     else:
         _redirect_stderr(log_path)
     metric = job.objective.metric
-    CANCEL.listeners.append(_announce_cancel(job_id, resume))
+    CANCEL.listeners.append(_announce_cancel(job_id, resume, log_path))
     where = f"results: {results_url}\nlog: {log_path}\nresume with: {resume}"
     try:
-        if console.is_terminal:
-            result = _run_with_bar(run_job, job, job_id, listening, ProgressEvent)
-        else:
+        # The header comes with the job's first event, once its spec passed the checks of a
+        # resume: a refused run prints only its error, not a resume command that is refused.
+        with listening(header):
+            if console.is_terminal:
+                result = _run_with_bar(run_job, job, job_id, listening, ProgressEvent)
+            else:
 
-            def line(event: ProgressEvent) -> None:
-                if event.last:
-                    console.print(_trial_line(event, metric), soft_wrap=True, highlight=False)
-                    console.file.flush()
+                def line(event: ProgressEvent) -> None:
+                    if event.last:
+                        console.print(_trial_line(event, metric), soft_wrap=True, highlight=False)
+                        _flush()
 
-            with listening(line):
-                result = run_job(job, job_id=job_id)
+                with listening(line):
+                    result = run_job(job, job_id=job_id)
     except JobCancelledError as exc:
         done = len(getattr(exc.result, "trials", None) or [])
         err_console.print(
-            f"[yellow]cancelled[/]: job {escape(job_id)} stopped after {done} of "
-            f"{job.num_iterations} trials; the running ones resume from their checkpoints.\n"
-            f"{escape(where)}",
+            f"[yellow]cancelled[/] (by {_cancelled_by(exc.signal_number)}): job "
+            f"{escape(job_id)} stopped after {done} of {job.num_iterations} trials; the running "
+            f"ones resume from their checkpoints.\n{escape(where)}",
             highlight=False,
         )
         raise typer.Exit(code=code_for(exc)) from None
@@ -204,6 +254,26 @@ def run(
         soft_wrap=True,
         highlight=False,
     )
+
+
+def _header(job: Any, job_id: str, log_path: Path, resume: str) -> Any:
+    """A progress listener that prints the job's header at the first event, once."""
+    printed = threading.Event()
+
+    def show(event: Any) -> None:
+        if printed.is_set():
+            return
+        printed.set()
+        console.print(
+            f"job [bold]{escape(job_id)}[/]: {job.num_iterations} trials of "
+            f"{escape(job.model)}, strategy {escape(job.strategy)}, {job.parallelism} at a "
+            f"time\nlog: {escape(str(log_path))}\nresume with: {escape(resume)}",
+            soft_wrap=True,
+            highlight=False,
+        )
+        _flush()
+
+    return show
 
 
 def _run_with_bar(run_job: Any, job: Any, job_id: str, listening: Any, event_type: Any) -> Any:

@@ -17,8 +17,9 @@ forkserver's process state from when it started, not the job's now:
   process first as the nanny would set them a moment later; any other change since makes the
   next cluster spawn its workers;
 - the umask, resource limits, CPU affinity and niceness: a change since also means spawning;
-- SIGINT: blocked in the forkserver, so its workers ignore Ctrl-C like the workers a job
-  starts inside :func:`ultron.master.cancel.handling_signals` (only the job's process hears it).
+- SIGINT and SIGHUP: blocked in the forkserver, so its workers ignore Ctrl-C and a closed
+  terminal's hangup like the workers a job starts inside
+  :func:`ultron.master.cancel.handling_signals` (only the job's process hears them).
 
 The working directory and ``sys.path`` travel with each worker's start, as with ``spawn``. The
 forkserver runs no user code; :func:`stop` ends it with the job (``ultron.run``).
@@ -70,9 +71,11 @@ def start() -> None:
         os.environ.update(_nanny_environ())
         multiprocessing.get_context("forkserver").set_forkserver_preload(PRELOAD)
         # The tracker unblocks SIGINT in the thread that starts it: started first, it cannot.
-        resource_tracker.ensure_running()
-        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        # SIGHUP, blocked before, it keeps blocked (it ignores SIGINT itself).
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGHUP})
         try:
+            resource_tracker.ensure_running()
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGHUP})
             multiprocessing.forkserver.ensure_running()
         except (OSError, ValueError) as exc:  # workers are spawned: slower, never wrong
             logger.warning("no forkserver for the local workers, they are spawned: %s", exc)

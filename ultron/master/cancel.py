@@ -1,16 +1,18 @@
-"""Stopping a job when asked: SIGINT (Ctrl-C) or SIGTERM, in the flow process.
+"""Stopping a job when asked: SIGINT (Ctrl-C), SIGTERM or SIGHUP, in the flow process.
 
-A signal is an instruction, not a crash. The first SIGINT or SIGTERM sets the process's
+A signal is an instruction, not a crash. The first SIGINT, SIGTERM or SIGHUP (the terminal
+closed: an SSH session ended) sets the process's
 :data:`CANCEL` request; the master's loop sees it within a fraction of a second and raises
 :class:`~ultron.errors.JobCancelledError`, the running trials are asked to stop (then stopped
 when their grace period is over), ``finalize`` runs while the job's services are still up, and
 the job ends ``cancelled``, ready to resume. A second signal forces the exit at once.
 
-Ctrl-C in a terminal goes to every process of the foreground process group: the Dask workers,
-the data service and Prefect's temporary server would die mid-job and the job could not
-finish cleanly. :func:`handling_signals` therefore blocks SIGINT in the thread that starts them
-(a blocked signal stays blocked in the threads and processes it starts) and takes it with
-:func:`signal.sigwait` in a thread of its own; only this process hears Ctrl-C.
+Ctrl-C in a terminal, and the hangup of a closed terminal, go to every process of the
+foreground process group: the Dask workers, the data service and Prefect's temporary server
+would die mid-job and the job could not finish cleanly. :func:`handling_signals` therefore
+blocks SIGINT and SIGHUP (:data:`TERMINAL_SIGNALS`) in the thread that starts them (a blocked
+signal stays blocked in the threads and processes it starts) and takes them with
+:func:`signal.sigwait` in a thread of its own; only this process hears them.
 
 Example:
     >>> CANCEL.reset()
@@ -43,6 +45,7 @@ from ultron.redis import keys
 
 __all__ = [
     "CANCEL",
+    "TERMINAL_SIGNALS",
     "CancelRequest",
     "exit_code",
     "handling_signals",
@@ -54,6 +57,12 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 Listener = Callable[[int | None, int], None]
+
+TERMINAL_SIGNALS = frozenset({signal.SIGINT, signal.SIGHUP})
+"""What a terminal sends its whole foreground process group: Ctrl-C, and the hangup when it
+closes. The job's process alone hears them; the processes it starts never do."""
+
+_HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 class CancelRequest:
@@ -113,13 +122,14 @@ CANCEL = CancelRequest()
 
 def _name(signal_number: int | None) -> str:
     if signal_number is None:
-        return "on request"
+        return "by ultron cancel"
     return signal.Signals(signal_number).name
 
 
 def exit_code(signal_number: int | None) -> int:
-    """The shell's exit status for a process ended by ``signal_number`` (130 for SIGINT)."""
-    return 128 + (signal_number or signal.SIGINT)
+    """The shell's exit status for a process ended by ``signal_number`` (130 for SIGINT); a
+    request of ``ultron cancel`` (no signal) ends it as SIGTERM does (143)."""
+    return 128 + (signal_number or signal.SIGTERM)
 
 
 def sleep_unless_cancelled(seconds: float, job_id: str) -> None:
@@ -152,7 +162,7 @@ class _Handlers:
 
 def _watch() -> None:
     while True:
-        number = signal.sigwait({signal.SIGINT})
+        number = signal.sigwait(TERMINAL_SIGNALS)
         if _Handlers.closing:
             return
         CANCEL.request(number)
@@ -164,8 +174,9 @@ def _on_signal(number: int, frame: object) -> None:
 
 @contextlib.contextmanager
 def handling_signals() -> Iterator[None]:
-    """SIGINT and SIGTERM cancel the job inside the block; the processes it starts ignore
-    Ctrl-C. Outside the main thread (signals cannot be handled there) it does nothing.
+    """SIGINT, SIGTERM and SIGHUP cancel the job inside the block; the processes it starts
+    ignore Ctrl-C and the terminal's hangup. Outside the main thread (signals cannot be handled
+    there) it does nothing.
 
     Nested blocks are allowed: the flow re-installs the handlers over Prefect's own SIGTERM
     handler, which would raise an exception wherever the flow happens to be.
@@ -173,15 +184,21 @@ def handling_signals() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    previous = {s: signal.getsignal(s) for s in _HANDLED}
     outermost = _Handlers.depth == 0
     if outermost:
         # multiprocessing's resource tracker unblocks SIGINT in the thread that starts it (Dask
-        # starts it with its first worker): started now, before the block, it leaves it be.
+        # starts it with its first worker): started now, before the block, it leaves it be. It
+        # ignores SIGINT itself; SIGHUP, blocked first, it inherits blocked.
         from multiprocessing import resource_tracker
 
-        resource_tracker.ensure_running()
-        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGHUP})
+        try:
+            resource_tracker.ensure_running()
+        except BaseException:  # no block: the process's signals as they were
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+            raise
+        signal.pthread_sigmask(signal.SIG_BLOCK, TERMINAL_SIGNALS)
         _Handlers.closing = False
         _Handlers.watcher = threading.Thread(target=_watch, name="ultron-signals", daemon=True)
         _Handlers.watcher.start()

@@ -52,7 +52,8 @@ def test_a_redis_that_does_not_answer_is_3(command: list[str]) -> None:
 def test_cancelled_is_128_plus_the_signal() -> None:
     assert code_for(JobCancelledError("x", signal_number=signal.SIGINT)) == 130
     assert code_for(JobCancelledError("x", signal_number=signal.SIGTERM)) == 143
-    assert code_for(JobCancelledError("x")) == ExitCode.CANCELLED_SIGINT  # `ultron cancel`
+    assert code_for(JobCancelledError("x", signal_number=signal.SIGHUP)) == 129
+    assert code_for(JobCancelledError("x")) == ExitCode.CANCELLED_SIGTERM  # `ultron cancel`
 
 
 def test_codes_follow_the_error_types() -> None:
