@@ -86,7 +86,7 @@ def _unreachable_types() -> tuple[type[BaseException], ...]:
 
 
 # By the signal that cancelled the job; no signal (``ultron cancel``) and any other: SIGTERM's.
-_CANCELLED = {
+_CANCELLED: dict[int | None, ExitCode] = {
     signal.SIGHUP: ExitCode.CANCELLED_SIGHUP,
     signal.SIGINT: ExitCode.CANCELLED_SIGINT,
     signal.SIGTERM: ExitCode.CANCELLED_SIGTERM,

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -11,12 +12,13 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ultron.cli.exits import fail
-from ultron.errors import UltronError
+from ultron.cli.exits import err_console, fail, set_verbose
+from ultron.cli.output import JobConsole, logs_to
+from ultron.errors import SpecError, UltronError
 
 __all__ = ["experiment", "register", "report"]
 
-err_console = Console(stderr=True, soft_wrap=True)
+console = JobConsole()
 
 
 def register(app: typer.Typer) -> None:
@@ -50,12 +52,19 @@ def experiment(
     storage: Annotated[
         str | None, typer.Option(help="Where results go (default: the spec's).")
     ] = None,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Show Prefect's and Dask's logs here too.")
+    ] = False,
 ) -> None:
     """Run SEEDS jobs per strategy and write the table of best scores (mean, standard
-    deviation, every seed), the plots and an HTML report."""
+    deviation, every seed), the plots and an HTML report. Prefect's and Dask's logs go to the
+    experiment's log file, as with ``ultron run``."""
+    os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
+    set_verbose(verbose)
     from ultron.api import prefect_defaults
     from ultron.flows.experiment import experiment as experiment_flow
-    from ultron.paths import check_job_id, new_job_id
+    from ultron.flows.experiment import plan_variants
+    from ultron.paths import check_job_id, new_job_id, scratch_dir
     from ultron.reporting.plots import require_matplotlib
     from ultron.secrets import conceal
     from ultron.servers.prefect import prefect_api
@@ -66,26 +75,36 @@ def experiment(
         job = load_spec(spec, check_code=True)
         if storage is not None:
             job = job.model_copy(update={"storage": storage})
+        plan_variants(job, _names(strategies), _names(stoppers))  # a misspelled name: now
         experiment_id = check_job_id(experiment_id or new_job_id(f"{job.name}-exp"))
-        err_console.print(
-            f"experiment {experiment_id}: resume with --experiment-id {experiment_id}",
-            highlight=False,
-        )
-        prefect_defaults()
-        with prefect_api():  # the machine's shared Prefect server, as ultron run uses
-            out = experiment_flow(
-                conceal(job),
-                seeds=seeds,
-                strategies=_names(strategies),
-                stoppers=_names(stoppers),
-                experiment_id=experiment_id,
-            )
     except UltronError as exc:
         fail(exc)
+    log_path = scratch_dir(experiment_id) / "experiment.log"
+    console.log_path = log_path
+    err_console.print(
+        f"experiment {escape(experiment_id)}\nlog: {escape(str(log_path))}\n"
+        f"resume with --experiment-id {escape(experiment_id)}",
+        highlight=False,
+    )
+    with logs_to(log_path, verbose=verbose):
+        try:
+            prefect_defaults()
+            with prefect_api():  # the machine's shared Prefect server, as ultron run uses
+                out = experiment_flow(
+                    conceal(job),
+                    seeds=seeds,
+                    strategies=_names(strategies),
+                    stoppers=_names(stoppers),
+                    experiment_id=experiment_id,
+                )
+        except SpecError as exc:
+            fail(exc)
+        except Exception as exc:
+            where = f"log: {log_path}\nresume with --experiment-id {experiment_id}"
+            fail(exc, about=f"experiment {experiment_id} failed: ", where=where)
     table = Table("strategy", "seeds", "mean", "std", title=f"experiment {out['experiment_id']}")
     for row in out["summary"]:
         table.add_row(row["strategy"], str(row["seeds"]), f"{row['mean']:.6g}", f"{row['std']:.6g}")
-    console = Console()
     console.print(table)
     console.print(f"report: {escape(out['files']['report.html'])}", highlight=False, soft_wrap=True)
 

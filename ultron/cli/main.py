@@ -8,7 +8,6 @@ job the Redis knows), are in :mod:`ultron.cli.admin`; ``ultron submit``, ``ultro
 
 from __future__ import annotations
 
-import logging
 import os
 import shlex
 import signal
@@ -18,12 +17,12 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from ultron.cli.exits import code_for, err_console, fail, set_verbose
+from ultron.cli.output import JobConsole, divert_output, logs_to
 from ultron.errors import JobCancelledError, SpecError, UltronError, printable
 
 app = typer.Typer(
@@ -33,41 +32,7 @@ app = typer.Typer(
 )
 
 
-class _JobConsole(Console):
-    """rich's console for the command's own lines. When their reader goes away (``ultron run
-    job.yaml | head -2``, a pager that quits), the lines go on to the job's log (:attr:`log`;
-    nowhere without a job) and the command goes on: rich's default ends the process, which
-    would end the job mid-run."""
-
-    log: Path | None = None
-
-    def on_broken_pipe(self) -> None:
-        _divert_output(self.log, stderr=False)
-
-
-console = _JobConsole()
-
-
-def _divert_output(log: Path | None, *, stderr: bool) -> None:
-    """Send stdout (file descriptor 1), and with ``stderr`` the error console and descriptor 2,
-    to the job's log (``os.devnull`` without one): their reader is gone."""
-    target = str(log) if log is not None else os.devnull
-    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    try:
-        os.dup2(fd, 1)
-        if stderr:
-            os.dup2(fd, 2)
-            err_console.file = open(target, "a", buffering=1)  # noqa: SIM115  (the process's)
-    finally:
-        os.close(fd)
-
-
-def _flush() -> None:
-    try:
-        console.file.flush()
-    except BrokenPipeError:
-        console.on_broken_pipe()
-
+console = JobConsole()
 
 SpecArg = Annotated[Path, typer.Argument(help="The job spec, YAML or JSON.")]
 
@@ -107,27 +72,6 @@ def _leaderboard(result: Any, metric: str, top: int = 10) -> Table:
     return table
 
 
-def _redirect_stderr(log_path: Path) -> None:
-    """Send this process's stderr (file descriptor 2), and so that of every process it starts,
-    to the job's log file: Prefect's and Dask's logs and tracebacks go there, the terminal keeps
-    our own lines. The error console keeps writing to the terminal's stderr."""
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    terminal = os.fdopen(os.dup(2), "w", buffering=1)
-    err_console.file = terminal
-    sys.stderr.flush()
-    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    os.dup2(fd, 2)
-    os.close(fd)
-
-
-def _file_logging(log_path: Path) -> None:
-    """With ``-v`` the terminal shows the logs; the log file still gets them."""
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    handler = logging.FileHandler(log_path)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    logging.getLogger().addHandler(handler)
-
-
 def _trial_line(event: Any, metric: str) -> str:
     """One line per finished trial, for a terminal-less run (``ultron run job.yaml > log``)."""
     last = event.last
@@ -157,7 +101,7 @@ def _announce_cancel(job_id: str, resume: str, log_path: Path) -> Any:
             from ultron.settings import settings
 
             if signal_number == signal.SIGHUP:  # no terminal to write to: the log has it all
-                _divert_output(log_path, stderr=True)
+                divert_output(log_path, stderr=True)
             grace = settings().cancel_grace
             force = "Ctrl-C again" if signal_number == signal.SIGINT else "A signal now"
             err_console.print(
@@ -208,42 +152,41 @@ def run(
     resume = f"ultron run {shlex.quote(str(spec))} --job-id {job_id}"
     results_url = job_results_url(job.storage, job_id)
     header = _header(job, job_id, log_path, resume)
-    console.log = log_path
-    if verbose:
-        _file_logging(log_path)
-    else:
-        _redirect_stderr(log_path)
+    console.log_path = log_path
     metric = job.objective.metric
     CANCEL.listeners.append(_announce_cancel(job_id, resume, log_path))
     where = f"results: {results_url}\nlog: {log_path}\nresume with: {resume}"
-    try:
-        # The header comes with the job's first event, once its spec passed the checks of a
-        # resume: a refused run prints only its error, not a resume command that is refused.
-        with listening(header):
-            if console.is_terminal:
-                result = _run_with_bar(run_job, job, job_id, listening, ProgressEvent)
-            else:
+    with logs_to(log_path, verbose=verbose):
+        try:
+            # The header comes with the job's first event, once its spec passed the checks of a
+            # resume: a refused run prints only its error, not a resume command that is refused.
+            with listening(header):
+                if console.is_terminal:
+                    result = _run_with_bar(run_job, job, job_id, listening, ProgressEvent)
+                else:
 
-                def line(event: ProgressEvent) -> None:
-                    if event.last:
-                        console.print(_trial_line(event, metric), soft_wrap=True, highlight=False)
-                        _flush()
+                    def line(event: ProgressEvent) -> None:
+                        if event.last:
+                            console.print(
+                                _trial_line(event, metric), soft_wrap=True, highlight=False
+                            )
+                            console.flush()
 
-                with listening(line):
-                    result = run_job(job, job_id=job_id)
-    except JobCancelledError as exc:
-        done = len(getattr(exc.result, "trials", None) or [])
-        err_console.print(
-            f"[yellow]cancelled[/] (by {_cancelled_by(exc.signal_number)}): job "
-            f"{escape(job_id)} stopped after {done} of {job.num_iterations} trials; the running "
-            f"ones resume from their checkpoints.\n{escape(where)}",
-            highlight=False,
-        )
-        raise typer.Exit(code=code_for(exc)) from None
-    except SpecError as exc:
-        fail(exc)
-    except Exception as exc:
-        fail(exc, about=f"job {job_id} failed: ", where=where)
+                    with listening(line):
+                        result = run_job(job, job_id=job_id)
+        except JobCancelledError as exc:
+            done = len(getattr(exc.result, "trials", None) or [])
+            err_console.print(
+                f"[yellow]cancelled[/] (by {_cancelled_by(exc.signal_number)}): job "
+                f"{escape(job_id)} stopped after {done} of {job.num_iterations} trials; the "
+                f"running ones resume from their checkpoints.\n{escape(where)}",
+                highlight=False,
+            )
+            raise typer.Exit(code=code_for(exc)) from None
+        except SpecError as exc:
+            fail(exc)
+        except Exception as exc:
+            fail(exc, about=f"job {job_id} failed: ", where=where)
     console.print(_leaderboard(result, metric))
     console.print(f"[bold green]best {metric}[/]: {result.best_score}")
     console.print(f"[bold green]best configuration[/]: {result.best_config}")
@@ -271,7 +214,7 @@ def _header(job: Any, job_id: str, log_path: Path, resume: str) -> Any:
             soft_wrap=True,
             highlight=False,
         )
-        _flush()
+        console.flush()
 
     return show
 
