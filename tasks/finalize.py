@@ -88,6 +88,7 @@ def finalize(
             "unsynced_checkpoints": unsynced,
         },
     )
+    store.set_results_url(url)  # where `ultron report JOB` finds them
     files.update(_report(spec, job_id, url, state))
     _artifacts(spec, job_id, state, error, warnings)
     logger.info("results in %s", url)

@@ -83,7 +83,16 @@ class ServiceUnreachableError(SpecError):
     """A service the job needs (its Redis, its storage, the Prefect server) did not answer.
 
     A :class:`SpecError` too: its issue names the field the address came from, and the fix.
+    Its message says what is unreachable (``Redis is unreachable:``), not that a spec has
+    problems: the address may come from a command's option or the environment.
     """
+
+    def __init__(
+        self, issues: list[ConfigIssue], source: str = "job spec", *, service: str = "a service"
+    ) -> None:
+        super().__init__(issues, source)
+        self.service = service
+        self.args = ("\n".join([f"{service} is unreachable:", *(f"  - {i}" for i in issues)]),)
 
 
 class EnvironmentVariableError(SpecError):

@@ -35,13 +35,16 @@ _T = TypeVar("_T")
 
 
 def _problem(
-    field: str, value: str, rule: str, fix: str, *, unreachable: bool = False
+    field: str, value: str, rule: str, fix: str, *, unreachable: str | None = None
 ) -> SpecError:
-    """The error naming ``field``; ``unreachable``: the service there did not answer."""
+    """The error naming ``field``; ``unreachable``: the service there (``Redis``, ``the
+    storage``) did not answer."""
     # An upper-case field is an environment variable (REDIS_URL), any other a spec field.
     source = "the environment" if field.isupper() else "job spec"
-    kind = ServiceUnreachableError if unreachable else SpecError
-    return kind([ConfigIssue(field, value, rule, fix)], source)
+    issues = [ConfigIssue(field, value, rule, fix)]
+    if unreachable is not None:
+        return ServiceUnreachableError(issues, source, service=unreachable)
+    return SpecError(issues, source)
 
 
 class _NoAnswer(Exception):
@@ -119,7 +122,7 @@ def check_redis(url: str, *, field: str, timeout_s: float = 5.0) -> None:
         mask_url(url),
         f"{lead} within {timeout_s:g} s, but {reason}",
         f"start {where} or correct {field} ({form}), or {leave_out}",
-        unreachable=True,
+        unreachable="Redis",
     )
 
 
@@ -330,7 +333,7 @@ def _check_remote(
         rule = f"its storage must answer within {timeout_s:g} s, but none came (timed out)"
         fix = "check the endpoint (AWS_ENDPOINT_URL, or client_kwargs.endpoint_url), the "
         fix += "network and the credentials"
-        raise _problem(field, shown, rule, fix, unreachable=True) from None
+        raise _problem(field, shown, rule, fix, unreachable="the storage") from None
     except PermissionError as exc:
         rule = f"these credentials must be allowed to read it, but access was denied ({exc})"
         fix = "use credentials with access, or another bucket"
@@ -338,7 +341,7 @@ def _check_remote(
     except Exception as exc:
         rule = f"it must be reachable, but looking at it failed ({type(exc).__name__}: {exc})"
         fix = f"check the endpoint, the network and the credentials, or correct {field}"
-        raise _problem(field, shown, rule[:400], fix, unreachable=True) from None
+        raise _problem(field, shown, rule[:400], fix, unreachable="the storage") from None
     if found is None:
         top = str(root).strip("/").split("/", 1)[0]
         raise _problem(

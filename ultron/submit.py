@@ -118,7 +118,8 @@ def start_run(job: JobSpec, *, deployment: str, job_id: str | None = None) -> Su
                     "check PREFECT_API_URL and that the server runs (ultron server start)",
                 )
             ],
-            source="the Prefect server",
+            source="the environment",
+            service="the Prefect server",
         ) from None
     return SubmittedRun(job_id, str(run.id), run_url(str(run.id)))
 

@@ -73,7 +73,7 @@ def test_a_closed_port_is_refused_naming_the_field() -> None:
     with _fails_within() as message:
         check_redis(url, field="redis_url")
     text = message[0]
-    assert text.startswith("job spec has 1 problem(s)")
+    assert text.startswith("Redis is unreachable:\n  - redis_url is ")
     assert "redis_url is 'redis://:****@127.0.0.1:" in text
     assert "(connection refused)" in text and "Fix: start Redis there or correct redis_url" in text
     assert _PASSWORD not in text
@@ -92,7 +92,7 @@ def test_an_unknown_host_names_the_lookup() -> None:
     with _fails_within() as message:
         check_redis("redis://no-such-host.invalid:6379/0", field="REDIS_URL", timeout_s=3.0)
     text = message[0]
-    assert text.startswith("the environment has 1 problem(s)")
+    assert text.startswith("Redis is unreachable:\n  - REDIS_URL is ")
     assert "REDIS_URL is 'redis://no-such-host.invalid:6379/0'" in text
     assert "could not be resolved (DNS" in text or "host name lookup or the connect hung" in text
     assert "unset REDIS_URL" in text

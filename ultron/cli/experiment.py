@@ -12,7 +12,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ultron.cli.exits import err_console, fail, set_verbose
+from ultron.cli.admin import RedisUrl, shared_redis
+from ultron.cli.exits import ExitCode, err_console, fail, set_verbose
 from ultron.cli.output import JobConsole, logs_to
 from ultron.errors import SpecError, UltronError
 
@@ -112,15 +113,56 @@ def experiment(
 def report(
     job_id: Annotated[str, typer.Argument(help="The job's id.")],
     storage: Annotated[
-        str, typer.Option(help="The job's storage (its spec's storage).")
-    ] = "ultron-runs",
+        str | None,
+        typer.Option(help="The job's storage; default: where the job's record says it wrote."),
+    ] = None,
+    redis_url: RedisUrl = None,
 ) -> None:
-    """Write the HTML report of a finished job beside its result files and print its path."""
+    """Write the HTML report of a finished job beside its result files and print its path.
+
+    The job's results are found where its record in the shared Redis says they were written
+    (``ultron jobs`` lists the jobs it knows), or under ``--storage``.
+    """
     from ultron.paths import job_results_url
     from ultron.reporting import read_job, write_job_report
 
     try:
-        path = write_job_report(read_job(job_results_url(storage, job_id)), title=job_id)
+        url = job_results_url(storage, job_id) if storage else _recorded_results(job_id, redis_url)
+        job = read_job(url)
+    except SpecError as exc:
+        fail(exc)
+    except UltronError as exc:  # no results there: the job id or the storage is wrong
+        fail(exc, code=ExitCode.BAD_INPUT)
+    try:
+        path = write_job_report(job, title=job_id)
     except UltronError as exc:
         fail(exc)
     Console().print(f"report: {escape(path)}", highlight=False, soft_wrap=True)
+
+
+def _recorded_results(job_id: str, redis_url: str | None) -> str:
+    """Where the job's record in the shared Redis says its results are; a job the Redis does
+    not know ends the command (exit 2, as ``ultron status`` does)."""
+    from ultron.master.job_state import JobStore
+    from ultron.paths import check_job_id, job_results_url
+    from ultron.redis import keys
+    from ultron.redis.client import connect
+
+    with shared_redis(redis_url) as url:
+        client = connect(url)
+        if not client.exists(keys.job(check_job_id(job_id))):
+            fail(
+                f"job {job_id!r} is not known to this Redis. Fix: `ultron jobs` lists them, or "
+                "pass the job's --storage"
+            )
+        store = JobStore(client, job_id)
+        recorded = store.results_url()
+        stored = store.stored_spec()
+    if recorded:
+        return recorded
+    if stored is None or not stored.spec.get("storage"):
+        fail(
+            f"job {job_id!r} has no results yet. Fix: pass the job's --storage",
+            code=ExitCode.BAD_INPUT,
+        )
+    return job_results_url(str(stored.spec["storage"]), job_id)

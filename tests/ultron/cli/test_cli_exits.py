@@ -14,7 +14,7 @@ from typer.testing import CliRunner, Result
 from ultron.cli import exits
 from ultron.cli.exits import ExitCode, code_for, fail
 from ultron.cli.main import app
-from ultron.errors import JobCancelledError, ServiceUnreachableError
+from ultron.errors import JobCancelledError, JobFailedError, ServiceUnreachableError
 
 runner = CliRunner()
 
@@ -27,10 +27,8 @@ def test_done_is_0() -> None:
     assert _ultron("--version").exit_code == ExitCode.DONE == 0
 
 
-def test_a_job_that_failed_is_1(tmp_path: Path) -> None:
-    result = _ultron("report", "nosuch", "--storage", str(tmp_path))
-    assert result.exit_code == ExitCode.JOB_FAILED == 1
-    assert "no job results at" in result.output and "Traceback" not in result.output
+def test_a_job_that_failed_is_1() -> None:
+    assert code_for(JobFailedError("3 of 4 trials failed")) == ExitCode.JOB_FAILED == 1
 
 
 def test_bad_input_is_2(tmp_path: Path) -> None:
@@ -41,10 +39,12 @@ def test_bad_input_is_2(tmp_path: Path) -> None:
     assert "parallelism" in result.output and "Traceback" not in result.output
 
 
-@pytest.mark.parametrize("command", [["limits"], ["jobs"], ["status"]])
+@pytest.mark.parametrize("command", [["limits"], ["jobs"], ["status"], ["cache", "clear"]])
 def test_a_redis_that_does_not_answer_is_3(command: list[str]) -> None:
     result = _ultron(*command, "--redis-url", "redis://127.0.0.1:1")
     assert result.exit_code == ExitCode.UNREACHABLE == 3, result.output
+    # What is wrong: the Redis, not a job spec (there is none).
+    assert "error: Redis is unreachable:" in result.output and "job spec" not in result.output
     assert "--redis-url is 'redis://127.0.0.1:1'" in result.output and "Fix:" in result.output
     assert "Traceback" not in result.output
 

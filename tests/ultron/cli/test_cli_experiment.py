@@ -32,10 +32,15 @@ def test_report_writes_the_html_of_a_finished_job(tmp_path: Path) -> None:
     assert "0.1" in html  # the best loss, trial 0001's
 
 
-def test_report_of_an_unknown_job_says_where_it_looked(tmp_path: Path) -> None:
+def test_report_of_an_unknown_job_says_where_it_looked(tmp_path: Path, redis_url: str) -> None:
+    # Bad input, exit 2, as `ultron status` and `ultron cancel` of an unknown job.
     out = CliRunner().invoke(app, ["report", "nosuch", "--storage", str(tmp_path)])
-    assert out.exit_code == 1
+    assert out.exit_code == 2
     assert "no job results at" in out.output and "nosuch" in out.output
+    assert "Traceback" not in out.output
+    out = CliRunner().invoke(app, ["report", "nosuch-7", "--redis-url", redis_url])
+    assert out.exit_code == 2
+    assert "job 'nosuch-7' is not known to this Redis" in out.output
     assert "Traceback" not in out.output
 
 

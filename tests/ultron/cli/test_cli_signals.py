@@ -22,7 +22,9 @@ import psutil
 import pytest
 import redis
 import yaml
+from typer.testing import CliRunner
 
+from ultron.cli.main import app
 from ultron.redis import keys
 
 TOY = Path(__file__).parents[2] / "data" / "toy"
@@ -68,6 +70,11 @@ def test_a_closed_pipe_never_ends_the_job_and_a_refused_rerun_prints_only_its_er
     assert best["status"] == "completed" and best["error"] is None
     log = Path(os.environ["ULTRON_HOME"]) / "scratch" / job_id / "job.log"
     assert f"job {job_id} completed: 2 trials" in log.read_text()  # the rest went on, there
+    # `ultron report JOB`, from another folder, finds the results where the job's record says.
+    assert Path.cwd() != tmp_path
+    shown = CliRunner().invoke(app, ["report", job_id, "--redis-url", redis_url])
+    assert shown.exit_code == 0, shown.output
+    assert f"report: {tmp_path / 'runs' / job_id / 'report.html'}" in shown.output
 
     # A changed seed is refused: the error alone, no header and no "resume with" the very
     # command just refused; the job's results stay as they were.

@@ -234,7 +234,7 @@ def test_a_wrong_environment_url_names_redis_url_variable(monkeypatch: pytest.Mo
     with pytest.raises(SpecError) as raised, job_redis(JobSpec.model_construct(redis_url=None)):
         pytest.fail("job_redis yielded a URL nothing listens on")
     message = str(raised.value)
-    assert message.startswith("the environment has 1 problem(s)")
+    assert message.startswith("Redis is unreachable:")
     assert "REDIS_URL is 'redis://:****@" in message and "unset REDIS_URL" in message
     assert "hunter2" not in message
 
