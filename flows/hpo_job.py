@@ -10,8 +10,9 @@ A code base in an object store (``code: s3://...``) is fetched first, into ``ULT
 ``ultron cancel JOB`` reaches the job through Redis
 (:func:`ultron.master.cancel.watching_requests`).
 
-SIGINT and SIGTERM cancel the job (:mod:`ultron.master.cancel`): ``finalize`` still runs, the
-flow run ends ``Cancelled`` (its data is the job's summary) and the job resumes with its id.
+SIGINT, SIGTERM and SIGHUP cancel the job (:mod:`ultron.master.cancel`): ``finalize`` still
+runs, the flow run ends ``Cancelled`` (its data is the job's summary) and the job resumes with
+its id.
 """
 
 from __future__ import annotations

@@ -49,7 +49,7 @@ def run(
 ) -> HPOResult:
     """Run an HPO job to the end and return its result.
 
-    Ctrl-C (SIGINT) or SIGTERM cancels the job: its running trials are asked to stop, the
+    Ctrl-C (SIGINT), SIGTERM or SIGHUP cancels the job: its running trials are asked to stop, the
     results so far are written, and :class:`~ultron.errors.JobCancelledError` is raised (its
     ``result`` holds what was done); running again with the same ``job_id`` resumes. A second
     Ctrl-C ends the process at once. A process runs one job at a time: run jobs side by side in

@@ -111,7 +111,8 @@ class ResourceTimeoutError(UltronError):
 
 
 class JobCancelledError(UltronError):
-    """The job was asked to stop (SIGINT, SIGTERM); it ended ``cancelled`` and can resume.
+    """The job was asked to stop (SIGINT, SIGTERM, SIGHUP, ``ultron cancel``); it ended
+    ``cancelled`` and can resume.
 
     Attributes:
         signal_number: the signal that asked, or ``None`` when asked otherwise.

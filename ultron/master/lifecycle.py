@@ -3,7 +3,7 @@
 :func:`job_lifecycle` is what :func:`ultron.flows.hpo_job.hpo_job` wraps its tasks in, so the
 flow reads as the tasks themselves:
 
-1. SIGINT and SIGTERM cancel the job (:func:`ultron.master.cancel.handling_signals`), over
+1. SIGINT, SIGTERM and SIGHUP cancel the job (:func:`ultron.master.cancel.handling_signals`), over
    Prefect's own SIGTERM handler, which would raise wherever the flow happens to be;
 2. the job's Redis is chosen and checked (:func:`ultron.servers.job_redis.job_redis`);
 3. the spec is stored on the job's first run, and a resume with another spec is refused
