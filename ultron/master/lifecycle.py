@@ -8,7 +8,8 @@ flow reads as the tasks themselves:
 2. the job's Redis is chosen and checked (:func:`ultron.servers.job_redis.job_redis`);
 3. the spec is stored on the job's first run, and a resume with another spec is refused
    (:func:`ultron.master.resume.check_or_store_spec`) before anything else happens, leaving the
-   job it refers to as it was; an accepted run emits its first progress event then;
+   job it refers to as it was, and so is a first run whose storage holds results of the id
+   already (another Redis ran it); an accepted run emits its first progress event then;
 4. ``ultron cancel JOB``, from any machine, reaches the job through its Redis
    (:func:`ultron.master.cancel.watching_requests`);
 5. ``finalize`` runs whatever happened (success, failure, cancellation): a failure propagates
@@ -28,7 +29,9 @@ from ultron.errors import JobCancelledError
 from ultron.master.cancel import handling_signals, watching_requests
 from ultron.master.job_state import JobState, JobStatus, JobStore
 from ultron.master.progress import ProgressEvent, emit
+from ultron.master.results import check_no_foreign_results
 from ultron.master.resume import check_or_store_spec
+from ultron.paths import job_results_url
 from ultron.redis.client import connect
 from ultron.servers.job_redis import job_redis
 from ultron.spec.job import JobSpec
@@ -76,6 +79,8 @@ def job_lifecycle(job: JobSpec, job_id: str, *, finalize: Finalize) -> Iterator[
         # Outside the try: a refused resume must leave the job it refers to as it was (finalize
         # would mark it failed and rewrite its results with this spec).
         store = JobStore(connect(redis_url), job_id)
+        if store.stored_spec() is None and not store.trial_count():
+            check_no_foreign_results(job_results_url(job.storage, job_id), job_id)
         check_or_store_spec(store, job, code_hash=code_hash(job.code_path))
         # The job is accepted (`ultron run` prints its header now: a refused run never).
         emit(ProgressEvent(job_id, store.trial_count(), job.num_iterations, running=0))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,9 +20,17 @@ import fsspec
 
 from ultron import strict_json
 from ultron.algorithms.base import Direction
+from ultron.errors import ConfigIssue, SpecError, UltronError
 from ultron.trial_records import TrialResult, TrialStatus
 
-__all__ = ["HPOResult", "best_trial", "leaderboard", "write_results"]
+__all__ = [
+    "HPOResult",
+    "best_trial",
+    "check_no_foreign_results",
+    "leaderboard",
+    "recorded_trial_ids",
+    "write_results",
+]
 
 
 def leaderboard(trials: Sequence[TrialResult], direction: Direction) -> list[TrialResult]:
@@ -92,6 +101,35 @@ class HPOResult:
         )
 
 
+def recorded_trial_ids(url: str) -> set[str] | None:
+    """The trial ids of the trial table already written under ``url``; ``None`` if none is."""
+    fs, root = fsspec.core.url_to_fs(url)
+    path = f"{root.rstrip('/')}/trials.json"
+    if not fs.exists(path):
+        return None
+    with fs.open(path, "r") as handle:
+        rows = json.load(handle)
+    return {str(row.get("trial_id")) for row in rows if isinstance(row, dict)}
+
+
+def check_no_foreign_results(url: str, job_id: str) -> None:
+    """Refuse a first run of ``job_id`` (its Redis has no record of it) whose storage already
+    holds results of a job of that id: it would write another trial table over them (a run
+    with another ``redis_url``, or after its Redis lost its data).
+
+    Raises:
+        SpecError: naming ``job_id``, where the results are, and the fix.
+    """
+    if recorded_trial_ids(url) is None:
+        return
+    rule = (
+        f"results of a job with this id are at {url}, but this job's Redis has no record of it, "
+        "so this run would write another trial table over them"
+    )
+    fix = "run with the Redis that ran the job (its redis_url), or with a new job id"
+    raise SpecError([ConfigIssue("job_id", job_id, rule, fix)], source="job")
+
+
 def _leaderboard_csv(board: Sequence[TrialResult], metric: str) -> str:
     names = sorted({k for t in board for k in t.hyperparameters})
     out = io.StringIO()
@@ -113,7 +151,20 @@ def write_results(
     metric: str,
     extra: dict[str, Any],
 ) -> dict[str, str]:
-    """Write the result files under ``url``; returns name -> full path."""
+    """Write the result files under ``url``; returns name -> full path.
+
+    Raises:
+        UltronError: the files there hold trials that ``trials`` lacks: they are kept.
+    """
+    before = recorded_trial_ids(url) or set()
+    lacking = sorted(before - {t.trial_id for t in trials})
+    if lacking:  # never a poorer record over a richer one
+        named = ", ".join(lacking[:5]) + (", ..." if len(lacking) > 5 else "")
+        raise UltronError(
+            f"the result files at {url} hold trials this job's table lacks ({named}), and were "
+            "left as they are. Fix: run the "
+            "job with the Redis that holds its whole table (its redis_url), or with a new job id"
+        )
     fs, root = fsspec.core.url_to_fs(url)
     fs.makedirs(root, exist_ok=True)
     board = leaderboard(trials, direction)
