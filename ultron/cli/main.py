@@ -30,9 +30,7 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
-
-
-console = JobConsole()
+console = JobConsole()  # a reader that goes away never ends the job (ultron.cli.output)
 
 SpecArg = Annotated[Path, typer.Argument(help="The job spec, YAML or JSON.")]
 
