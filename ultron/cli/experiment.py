@@ -142,27 +142,10 @@ def report(
 
 def _recorded_results(job_id: str, redis_url: str | None) -> str:
     """Where the job's record in the shared Redis says its results are; a job the Redis does
-    not know ends the command (exit 2, as ``ultron status`` does)."""
-    from ultron.master.job_state import JobStore
-    from ultron.paths import check_job_id, job_results_url
-    from ultron.redis import keys
+    not know is bad input (exit 2, as for ``ultron status``)."""
+    from ultron.master.trial_logs import results_location
+    from ultron.paths import check_job_id
     from ultron.redis.client import connect
 
     with shared_redis(redis_url) as url:
-        client = connect(url)
-        if not client.exists(keys.job(check_job_id(job_id))):
-            fail(
-                f"job {job_id!r} is not known to this Redis. Fix: `ultron jobs` lists them, or "
-                "pass the job's --storage"
-            )
-        store = JobStore(client, job_id)
-        recorded = store.results_url()
-        stored = store.stored_spec()
-    if recorded:
-        return recorded
-    if stored is None or not stored.spec.get("storage"):
-        fail(
-            f"job {job_id!r} has no results yet. Fix: pass the job's --storage",
-            code=ExitCode.BAD_INPUT,
-        )
-    return job_results_url(str(stored.spec["storage"]), job_id)
+        return results_location(connect(url), check_job_id(job_id))

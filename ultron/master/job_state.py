@@ -206,16 +206,6 @@ class JobStore:
             code_hash = code_hash.decode()
         return StoredSpec(json.loads(spec), code_hash or None)
 
-    def set_results_url(self, url: str) -> None:
-        """Record where the job's result files are (finalize writes them; ``ultron report``
-        reads them there, from any folder)."""
-        self.client.hset(self.key, "results_url", url)
-
-    def results_url(self) -> str | None:
-        """Where the job's result files are, if finalize wrote them."""
-        url = self.client.hget(self.key, "results_url")
-        return url.decode() if isinstance(url, bytes) else url
-
     def trial_count(self) -> int:
         """How many trials the job's trial table holds."""
         return int(self.client.hlen(self.trials_key))
