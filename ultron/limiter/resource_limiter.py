@@ -33,7 +33,8 @@ release and departure publishes the heads of the queues on the ``events`` channe
 attempts at once (units do not sit idle while it sleeps), the jobs behind it do not ask.
 
 The Lua script and the Redis keys it keeps are in :mod:`ultron.limiter.script`;
-:class:`ultron.limiter.lease_keeper.LeaseKeeper` renews a lease from a thread.
+:class:`ultron.limiter.lease_keeper.LeaseKeeper` renews a lease from a thread;
+:meth:`ResourceLimiter.resize` grows or shrinks one (an elastic job).
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ import math
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import redis
@@ -353,6 +354,31 @@ class ResourceLimiter:
     def release(self, lease: Lease) -> bool:
         """Gives the units of ``lease`` back; True if it was live. Safe to call twice."""
         return bool(int(self._call("release", lease.lease_id)))
+
+    def resize(self, lease: Lease, units: float) -> Lease | None:
+        """Grows or shrinks a live lease to ``units`` (an elastic job scaled up or down).
+
+        Giving units back always succeeds and wakes the waiting jobs. Taking more is granted
+        like a new request: only within the limits and behind every job already waiting, so
+        growing never jumps the queue.
+
+        Returns:
+            The lease with its new units, or None when the extra units are not free now.
+
+        Raises:
+            UltronError: ``units`` is not above 0, or the lease is no longer live (expired or
+                released): the job must acquire again.
+        """
+        _check_units(units)
+        done, held = self._call(
+            "resize", lease.lease_id, units, self.max_units, self.tenant_max_units or 0
+        )
+        if int(done) < 0:
+            raise UltronError(
+                f"the lease of job {lease.job_id!r} is not live (it expired or was released), "
+                "so it cannot be resized. Fix: acquire the units again"
+            )
+        return replace(lease, units=_units(held)) if int(done) else None
 
     def in_use(self, *, tenant: str | None = None) -> float:
         """Units held by live leases, all tenants' or only ``tenant``'s."""

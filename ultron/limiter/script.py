@@ -97,6 +97,25 @@ local function heads()
   table.sort(out, first)
   return out
 end
+-- What keeps ``units`` more for ``tenant`` from being taken now: '' (nothing), a waiting job
+-- that comes first, '(max_units)' or '(tenant_max_units)'. ``ticket``: the asker's place in
+-- the queue (math.huge: it arrives now, behind every waiter).
+local function blocked(tenant, units, ticket, total, by, max_units, tenant_max)
+  local mine = by[tenant] or 0
+  if total + units > max_units + EPS then return '(max_units)' end
+  if tenant_max > 0 and mine + units > tenant_max + EPS then return '(tenant_max_units)' end
+  local me, room = {ticket = ticket, turn = served(tenant)}, max_units - total
+  for _, h in ipairs(heads()) do
+    if h.t == tenant then
+      if h.ticket < me.ticket then return h.job end
+    elseif first(h, me) and h.u <= max_units + EPS
+        and (h.m == 0 or (by[h.t] or 0) + h.u <= h.m + EPS) then
+      if h.u > room + EPS or room - h.u < units - EPS then return h.job end
+      room = room - h.u
+    end
+  end
+  return ''
+end
 local op = ARGV[1]
 if op == 'acquire' then
   -- ARGV: op, lease_id, job_id, units, tenant, ttl_ms, max_units, tenant_max_units (0: none),
@@ -125,22 +144,8 @@ if op == 'acquire' then
     end
     redis.call('ZADD', KEYS[9], now + queue_ttl, job)
   end
-  local me = {ticket = tonumber(ticket) or math.huge, turn = served(tenant)}
-  local blocker = ''
-  if total + units > max_units + EPS then blocker = '(max_units)'
-  elseif tenant_max > 0 and mine + units > tenant_max + EPS then blocker = '(tenant_max_units)'
-  else
-    local room = max_units - total
-    for _, h in ipairs(heads()) do
-      if h.t == tenant then
-        if h.ticket < me.ticket then blocker = h.job break end
-      elseif first(h, me) and h.u <= max_units + EPS
-          and (h.m == 0 or (by[h.t] or 0) + h.u <= h.m + EPS) then
-        if h.u > room + EPS or room - h.u < units - EPS then blocker = h.job break end
-        room = room - h.u
-      end
-    end
-  end
+  local blocker = blocked(tenant, units, tonumber(ticket) or math.huge, total, by, max_units,
+                          tenant_max)
   if blocker ~= '' then
     local head = redis.call('HGET', KEYS[12], tenant) == job or not ticket
     return {0, '', 0, '', tostring(total), tostring(mine), blocker, head and 1 or 0}
@@ -155,6 +160,24 @@ if op == 'acquire' then
   redis.call('HSET', KEYS[6], ARGV[2], now)
   wake()
   return {1, ARGV[2], ARGV[4], tenant, tostring(total + units), tostring(mine + units), '', 1}
+elseif op == 'resize' then
+  -- ARGV: op, lease_id, units, max_units, tenant_max_units (0: none).  A live lease takes
+  -- more units as a new request would (behind every waiter: growing never jumps the queue) or
+  -- gives some back.  Returns {1, units held} when done, {0, what holds it back} when there is
+  -- no room, {-1, ''} when the lease is not live.
+  local id, units = ARGV[2], tonumber(ARGV[3])
+  if not redis.call('ZSCORE', KEYS[1], id) then return {-1, ''} end
+  local held = tonumber(redis.call('HGET', KEYS[2], id) or '0')
+  if units > held + EPS then
+    local total, by = usage()
+    local tenant = redis.call('HGET', KEYS[3], id) or ''
+    local blocker = blocked(tenant, units - held, math.huge, total, by, tonumber(ARGV[4]),
+                            tonumber(ARGV[5]))
+    if blocker ~= '' then return {0, blocker} end
+  end
+  redis.call('HSET', KEYS[2], id, ARGV[3])
+  if units < held - EPS then wake() end
+  return {1, ARGV[3]}
 elseif op == 'renew' then  -- ARGV: op, lease_id, ttl_ms
   if not redis.call('ZSCORE', KEYS[1], ARGV[2]) then return 0 end
   redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[2])
