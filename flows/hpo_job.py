@@ -29,9 +29,11 @@ from ultron.datamanager import validate_data
 from ultron.master.cancel import CANCEL
 from ultron.master.job_state import JobStatus
 from ultron.master.lifecycle import JobRun, job_lifecycle
+from ultron.master.scaling import effective_spec
 from ultron.master.strategy import build_stopper, build_strategy
 from ultron.paths import check_job_id, new_job_id, ultron_home
 from ultron.preflight import check_storage
+from ultron.redis.client import connect
 from ultron.secrets import install_redaction, reveal
 from ultron.spec.job import JobSpec
 from ultron.spec.loader import load_spec
@@ -59,6 +61,8 @@ def hpo_job(spec: JobSpec, job_id: str | None = None) -> dict[str, Any] | State:
     # Signals, the job's Redis, the stored spec, ultron cancel and finalize (always).
     with job_lifecycle(job, job_id, finalize=finalize) as run:
         CANCEL.raise_if_requested(job_id)  # Ctrl-C while Prefect was starting
+        # A resume starts with the parallelism of the job's last `ultron scale`.
+        job = effective_spec(connect(run.redis_url), job_id, job)
         check_storage(job.storage)  # an unreachable object store fails in seconds
         env = run.time("containerize", containerize, job, job_id)
         CANCEL.raise_if_requested(job_id)

@@ -21,6 +21,7 @@ from ultron.cluster.factory import ClusterHandle, start_cluster
 from ultron.containerize.environment import TrialEnvironment
 from ultron.containerize.image import with_image, worker_paths
 from ultron.datamanager import DataServiceHandle, start_data_service
+from ultron.limiter.elastic import fit_parallelism
 from ultron.limiter.lease_keeper import LeaseKeeper
 from ultron.limiter.limits import read_max_units, read_tenant_max_units
 from ultron.limiter.resource_limiter import Lease, ResourceLimiter
@@ -62,6 +63,8 @@ class JobResources:
     keeper: LeaseKeeper
     cluster: ClusterHandle
     data: DataServiceHandle | None = None
+    # Trials the lease holds units for: ``parallelism``, or fewer with ``min_parallelism``.
+    parallelism: int = 1
 
     def release(self) -> list[dict[str, str]]:
         """Stop the trial processes, the cluster and the data service; give the units back.
@@ -85,7 +88,7 @@ class JobResources:
         if self.data is not None:
             self.data.stop()
         self.keeper.stop()
-        self.limiter.release(self.lease)
+        self.limiter.release(self.keeper.lease)  # as the job last resized it
         return missing
 
     def _flush_checkpoints(self) -> list[dict[str, str]]:
@@ -133,21 +136,29 @@ def acquire_resources(
         tenant=spec.tenant,
         tenant_max_units=read_tenant_max_units(client, spec.tenant),
     )
+    least = spec.min_parallelism or spec.parallelism
     lease = limiter.acquire_blocking(
         job_id,
-        spec.units,
+        spec.resources.units_for(least),
         ttl_s=lease_ttl_s(),
         timeout_s=spec.acquire_timeout,
         check=lambda: CANCEL.raise_if_requested(job_id),
     )
     keeper = LeaseKeeper(limiter, lease).start()
-    logger.info(
-        "holding %s units (%s in use of %d)", lease.units, limiter.in_use(), limiter.max_units
-    )
     cluster: ClusterHandle | None = None
     try:
+        # min_parallelism: what is free up to parallelism now; the master grows it later.
+        keeper.lease, parallelism = fit_parallelism(
+            limiter, lease, units_for=spec.resources.units_for, have=least, most=spec.parallelism
+        )
+        logger.info(
+            "holding %s units for %d of %d trials at once (%s in use of %d)",
+            keeper.lease.units, parallelism, spec.parallelism, limiter.in_use(),
+            limiter.max_units,
+        )  # fmt: skip
         # Kubernetes: the workers run the image containerize pushed, with the code inside it.
-        cluster = start_cluster(with_image(spec, env), job_id)
+        started = spec.model_copy(update={"parallelism": parallelism})
+        cluster = start_cluster(with_image(started, env), job_id)
         log_dir = str(scratch_dir(job_id) / "logs")
         memory = parse_bytes(spec.resources.memory) if spec.resources.memory else None
         python, code_paths = worker_paths(env)
@@ -174,7 +185,7 @@ def acquire_resources(
         if cluster is not None:
             cluster.close()
         keeper.stop()
-        limiter.release(lease)
+        limiter.release(keeper.lease)
         raise
     logger.info("%s cluster up; dashboard %s", spec.cluster.type, cluster.dashboard_link)
-    return JobResources(limiter, lease, keeper, cluster, data)
+    return JobResources(limiter, keeper.lease, keeper, cluster, data, parallelism)

@@ -14,6 +14,7 @@ from prefect.cache_policies import NONE
 
 from ultron.algorithms.base import HPOAlgorithm
 from ultron.algorithms.stoppers.base import Stopper
+from ultron.cluster.elastic import ElasticWorkers
 from ultron.containerize.environment import TrialEnvironment
 from ultron.errors import JobCancelledError
 from ultron.master.cancel import CANCEL
@@ -21,6 +22,7 @@ from ultron.master.dispatcher import TrialDispatcher
 from ultron.master.early_stopping import StopperDriver
 from ultron.master.job_state import JobState, JobStatus, JobStore
 from ultron.master.loops import Master, SearchSettings
+from ultron.master.scaler import Scaler
 from ultron.master.score_cache import ScoreCache
 from ultron.paths import job_results_url, scratch_dir
 from ultron.redis.client import connect
@@ -98,12 +100,24 @@ def search_loop(
         resources=resources.cluster.resources,
         data=resources.data.trial_config() if resources.data is not None else None,
     )
+    scaler = Scaler(
+        client,
+        job_id,
+        limiter=resources.limiter,
+        keeper=resources.keeper,
+        workers=ElasticWorkers(resources.cluster, spec, job_id),
+        units_for=spec.resources.units_for,
+        granted=resources.parallelism,
+        wanted=spec.parallelism,
+    )
     progress = JobMonitor(spec, job_id, state)  # progress and leaderboard artifacts
     driver = _stopper_driver(spec, stopper, client, job_id, state)
+    if driver is not None:  # POP's slots: the trials that run now (min_parallelism: fewer)
+        driver.set_slots(resources.parallelism)
     master = Master(
         settings=SearchSettings(
             num_iterations=spec.num_iterations,
-            parallelism=spec.parallelism,
+            parallelism=resources.parallelism,
             max_failed_share=spec.max_failed_share,
             tell_stopped=spec.early_stopping is None or spec.early_stopping.tell_stopped,
         ),
@@ -125,6 +139,7 @@ def search_loop(
         on_result=progress.update,
         check=lambda: _check_lease(resources, job_id),
         driver=driver,
+        scaler=scaler,
         interrupted={tid: info["hyperparameters"] for tid, info in running_before.items()},
         interrupted_attempts={
             tid: int(info.get("attempt", 1)) for tid, info in running_before.items()

@@ -24,7 +24,7 @@ from ultron.settings import settings
 from ultron.spec.job import JobSpec
 from ultron.spec.loader import load_spec
 
-__all__ = ["prefect_defaults", "preflight", "run"]
+__all__ = ["prefect_defaults", "preflight", "run", "scale"]
 
 # Ephemeral Prefect (no server) takes over 20 s to start on a fresh database on a small
 # machine, past its default startup timeout; telemetry needs a network some machines lack.
@@ -90,6 +90,30 @@ def run(
     finally:
         stop_warm_workers()
         _one_job.release()
+
+
+def scale(job_id: str, parallelism: int, *, redis_url: str | None = None) -> str:
+    """Change job ``job_id``'s parallelism (``ultron scale``): a running job takes or gives
+    back units and workers and uses them from its next dispatch; running trials finish. Any
+    later run of the job (a resume) starts with it.
+
+    Args:
+        job_id: the job.
+        parallelism: trials that run at once from now on (at least 1).
+        redis_url: the Redis the job uses; default ``REDIS_URL``, else this machine's
+            embedded server.
+
+    Returns:
+        The job's status: ``running`` when it applies now, else its next run starts with it.
+
+    Raises:
+        UltronError: the job is not known to that Redis, or ``parallelism`` is below 1.
+    """
+    from ultron.master.scaling import scale_job
+    from ultron.redis.client import connect
+    from ultron.servers.job_redis import shared_redis_url
+
+    return scale_job(connect(shared_redis_url(redis_url)), job_id, parallelism)
 
 
 def _run_flow(job: JobSpec, job_id: str) -> HPOResult:

@@ -22,6 +22,8 @@ resource, usually an epoch):
 4. ``on_trial_complete(trial_id)`` when a trial ended, whatever the reason (finished its epochs,
    failed, stopped). Never called for a suspended trial until it is resumed or stopped.
 
+``set_slots(n)`` may come between any two calls: the job was scaled to ``n`` trials at once.
+
 ``state_dict`` may be called between any two calls; ``load_state_dict`` on a fresh instance built
 with the same arguments continues identically. Only the stopper changes its state.
 """
@@ -122,6 +124,10 @@ class Stopper(ABC):
     def poll(self, *, free_slots: int, can_start_new: bool = True) -> list[Command]:
         """Commands for suspended trials: at most ``free_slots`` resumes, any number of stops."""
         return []
+
+    def set_slots(self, slots: int) -> None:
+        """The job's parallelism changed (``ultron scale``): ``slots`` trials may run at once
+        from now on. Only a stopper that sizes its decisions by the workers (POP) uses it."""
 
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to continue exactly, as JSON-compatible data."""

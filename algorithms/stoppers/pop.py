@@ -327,6 +327,12 @@ class POP(Stopper):
             return "unknown"
         return "promising" if trial_id in self._promising() else "opportunistic"
 
+    def set_slots(self, slots: int) -> None:
+        """``S`` follows the job's parallelism when it is scaled."""
+        if slots < 1:
+            raise ValueError(f"slots is {slots}; it must be at least 1 (the number of workers)")
+        self.slots = slots
+
     def state_dict(self) -> dict[str, Any]:
         trials = [[t, {**asdict(tr), "ert": _finite(tr.ert)}] for t, tr in self._trials.items()]
         return {

@@ -17,7 +17,7 @@ def test_deployments_load_their_flow_and_spec() -> None:
 
     config = yaml.safe_load((REPO / "prefect.yaml").read_text())
     names = [d["name"] for d in config["deployments"]]
-    assert names == ["hpo-job", "hpo-job-k8s", "nightly-benchmark"]
+    assert names == ["hpo-job", "hpo-job-k8s", "nightly-benchmark", "scale-job"]
     jobs = [d for d in config["deployments"] if d["entrypoint"].endswith(":hpo_job")]
     assert [d["name"] for d in jobs] == ["hpo-job", "hpo-job-k8s"]
     for deployment in jobs:
@@ -28,6 +28,10 @@ def test_deployments_load_their_flow_and_spec() -> None:
             # The worker runs in the repository (the pull step), so paths are relative to it.
             spec = load_spec(deployment["parameters"]["spec"], base_dir=REPO)
             assert spec.code == (REPO / "examples" / "quickstart" / "code").resolve()
+    scale = next(d for d in config["deployments"] if d["name"] == "scale-job")
+    flow = load_flow_from_entrypoint(scale["entrypoint"])
+    assert flow.name == "scale-job"
+    assert {"job_id", "parallelism"} <= set(flow.parameters.properties)
 
 
 def _resolve(schema: dict, node: dict) -> dict:

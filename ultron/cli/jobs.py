@@ -1,8 +1,8 @@
 """The commands that follow jobs wherever they run: ``ultron submit`` (a deployment run of the
 job on a shared Prefect server, the paper's HTTP POST), ``ultron status [JOB]``,
-``ultron cancel JOB`` and ``ultron --version``.
+``ultron cancel JOB``, ``ultron scale JOB N`` and ``ultron --version``.
 
-``status`` and ``cancel`` talk to the Redis the jobs share (``--redis-url``, else
+``status``, ``cancel`` and ``scale`` talk to the Redis the jobs share (``--redis-url``, else
 ``REDIS_URL``, else this machine's embedded server), never to the job's process: they work from
 any machine that reaches it. ``ultron jobs`` (every job that Redis knows) is in
 :mod:`ultron.cli.admin`.
@@ -36,6 +36,7 @@ def register(app: typer.Typer) -> None:
     app.command("submit")(submit)
     app.command("status")(status)
     app.command("cancel")(cancel)
+    app.command("scale")(scale)
 
 
 def _version(value: bool) -> None:
@@ -174,6 +175,31 @@ def cancel(
             code=ExitCode.JOB_FAILED,
         )
     _out().print(f"job {escape(job_id)} {state}", highlight=False)
+
+
+def scale(
+    job_id: Annotated[str, typer.Argument(help="The job to scale.")],
+    parallelism: Annotated[int, typer.Argument(help="Trials that run at once from now on.")],
+    redis_url: RedisUrl = None,
+) -> None:
+    """Change a job's parallelism. A running job takes (as the limiter has them free) or gives
+    back units and workers and uses them from its next dispatch; running trials finish. Any
+    later run of the job (a resume) starts with it."""
+    from ultron.master.scaling import scale_job
+    from ultron.redis.client import connect
+
+    with shared_redis(redis_url) as url:
+        try:
+            state = scale_job(connect(url), job_id, parallelism)
+        except UltronError as exc:
+            fail(exc)
+    if state == "running":
+        said = f"asked job {escape(job_id)} to run {parallelism} trial(s) at once"
+        said += " (from its next dispatch; `ultron status` shows its running trials)"
+    else:
+        said = f"job {escape(job_id)} is {state}; its next run starts with {parallelism}"
+        said += " trial(s) at once"
+    _out().print(said, highlight=False)
 
 
 def submit(

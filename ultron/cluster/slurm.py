@@ -171,12 +171,16 @@ def _cluster_class() -> type:
         def __init__(self, *, target: int, **options: Any) -> None:
             super().__init__(**options)
             self._job_name = options["job_name"]
+            # Worker jobs kept: the job's parallelism, which `ultron scale` changes.
+            self.ultron_target = target
 
             def install() -> None:
                 # Dask forgets a worker that left after its lost-worker-timeout; scale() then
                 # submits a job in its place. Without this a job whose workers all reached
                 # their walltime would wait for workers forever.
-                callback = PeriodicCallback(lambda: self.scale(jobs=target), _REPLACE_EVERY_S * 1e3)
+                callback = PeriodicCallback(
+                    lambda: self.scale(jobs=self.ultron_target), _REPLACE_EVERY_S * 1e3
+                )
                 self.periodic_callbacks["ultron-replace-lost-jobs"] = callback
                 callback.start()
 

@@ -11,6 +11,7 @@ import asyncio
 import json
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 from ultron.containerize.environment import TrialEnvironment
@@ -162,12 +163,15 @@ class TrialDispatcher:
             future.release()
         self._spent.clear()
 
-    def _next_done(self) -> tuple[Any, Any]:
+    def _next_done(self, wake: Callable[[], bool] | None) -> tuple[Any, Any] | None:
         """The next finished future and its outcome (its result, or the error as a value);
-        raises JobCancelledError as soon as the job is cancelled."""
+        None as soon as ``wake()`` is True; raises JobCancelledError as soon as the job is
+        cancelled."""
         condition = self._done.thread_condition  # notified by as_completed on every completion
         while not self._done.has_ready():
             CANCEL.raise_if_requested(self.store.job_id)
+            if wake is not None and wake():
+                return None
             with condition:
                 condition.wait(timeout=0.1)
         future = next(self._done)
@@ -208,14 +212,20 @@ class TrialDispatcher:
             time.sleep(0.05)
         return running
 
-    def wait_one(self) -> tuple[TrialResult, list[dict[str, Any]]]:
-        """Block until some trial is finally done; returns its result and learning curve.
+    def wait_one(
+        self, wake: Callable[[], bool] | None = None
+    ) -> tuple[TrialResult, list[dict[str, Any]]] | None:
+        """Block until some trial is finally done; returns its result and learning curve, or
+        None as soon as ``wake()`` (asked every 0.1 s) is True.
 
         Raises:
             JobCancelledError: the job was asked to stop (checked every 0.1 s).
         """
         while True:
-            future, outcome = self._next_done()
+            done = self._next_done(wake)
+            if done is None:
+                return None
+            future, outcome = done
             request = self._pending.pop(future.key)
             self._futures.pop(future.key, None)
             data: Any  # the trial's dict, as run_trial returned it

@@ -139,6 +139,11 @@ class StopperDriver:
         with self._lock:
             return self.stopper.poll(free_slots=free_slots, can_start_new=can_start_new)
 
+    def set_slots(self, slots: int) -> None:
+        """The job now runs ``slots`` trials at once (``ultron scale``)."""
+        with self._lock:
+            self.stopper.set_slots(slots)
+
     def state_dict(self) -> dict[str, Any]:
         with self._lock:
             return {

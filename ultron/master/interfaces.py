@@ -13,7 +13,7 @@ from ultron.algorithms.space import Config
 from ultron.master.job_state import JobState
 from ultron.trial_records import TrialRequest, TrialResult
 
-__all__ = ["Cache", "Dispatcher", "OnResult", "Store"]
+__all__ = ["Cache", "Dispatcher", "Elastic", "OnResult", "Store"]
 
 OnResult = Callable[[JobState, int, "TrialResult | None"], None]
 
@@ -30,7 +30,21 @@ class Dispatcher(Protocol):
 
     def start(self, *requests: TrialRequest) -> None: ...
 
-    def wait_one(self) -> tuple[TrialResult, list[dict[str, Any]]]: ...
+    def wait_one(
+        self, wake: Callable[[], bool] | None = None
+    ) -> tuple[TrialResult, list[dict[str, Any]]] | None:
+        """The next trial that is finally done, and its learning curve; ``None`` as soon as
+        ``wake`` (asked now and then while waiting) returns True."""
+
+
+class Elastic(Protocol):
+    """Changes the job's parallelism while it runs: :class:`~ultron.master.scaler.Scaler`."""
+
+    def wake(self) -> bool:
+        """Whether the loop should stop waiting and dispatch (cheap, asked often)."""
+
+    def poll(self, in_flight: int) -> int:
+        """Apply what was asked, with ``in_flight`` trials running; trials that may run now."""
 
 
 class Store(Protocol):

@@ -29,7 +29,7 @@ from ultron.algorithms.space import Config, canonical
 from ultron.algorithms.stoppers.base import Decision
 from ultron.errors import JobFailedError
 from ultron.master.early_stopping import StopperDriver
-from ultron.master.interfaces import Cache, Dispatcher, OnResult, Store
+from ultron.master.interfaces import Cache, Dispatcher, Elastic, OnResult, Store
 from ultron.master.job_state import JobState
 from ultron.master.strategy_log import StrategyLog
 from ultron.trial_records import TrialRequest, TrialResult, TrialStatus
@@ -90,6 +90,8 @@ class Master:
     on_result: OnResult = lambda state, running, last: None
     check: Callable[[], None] = lambda: None  # raises to abort the search (e.g. a lost lease)
     driver: StopperDriver | None = None
+    # Changes the parallelism while the job runs (`ultron scale`, min_parallelism); None: fixed.
+    scaler: Elastic | None = None
     # Trials that were running when a previous master died: they run again with resume=True
     # (batch samples them again; async relaunches them first).
     interrupted: dict[str, Config] = field(default_factory=dict)
@@ -178,10 +180,24 @@ class Master:
             return replace(result, status=TrialStatus.STOPPED)
         return result
 
+    def _scale(self) -> None:
+        """Take the parallelism the scaler allows now, from this dispatch on."""
+        if self.scaler is None:
+            return
+        parallelism = self.scaler.poll(self.dispatcher.in_flight + len(self._to_start))
+        if parallelism != self.settings.parallelism:
+            logger.info("parallelism %d -> %d", self.settings.parallelism, parallelism)
+            self.settings = replace(self.settings, parallelism=parallelism)
+            if self.driver is not None:
+                self.driver.set_slots(parallelism)
+
     def _finish(self) -> list[TrialResult]:
         """Wait for one trial; returns it and the repeats that waited for it (nothing when it
-        was suspended)."""
-        returned, curve = self.dispatcher.wait_one()
+        was suspended, or when the scaler woke the loop first)."""
+        got = self.dispatcher.wait_one(self.scaler.wake if self.scaler is not None else None)
+        if got is None:
+            return []
+        returned, curve = got
         self.state.curves.setdefault(returned.trial_id, []).extend(curve)
         result = self._judge(returned)
         if result is None:
@@ -260,6 +276,7 @@ class Master:
     def _batches(self) -> None:
         while self.budget_left > 0:
             self.check()
+            self._scale()
             wanted = min(self.settings.parallelism, self.budget_left)
             candidates = self.calls.sample(wanted)
             if not candidates:
@@ -281,6 +298,7 @@ class Master:
             while self.dispatcher.in_flight:
                 results.update((r.trial_id, r) for r in self._finish())
                 self.store.flush()
+                self._scale()  # units and workers of a smaller parallelism go back as trials end
             self._commit(candidates, [results[trial_id] for trial_id in ids])
 
     def _run_commands(self, free: int, can_start_new: bool) -> list[TrialResult]:
@@ -357,6 +375,7 @@ class Master:
                     self.driver.start_trial(trial_id)
         while True:
             self.check()
+            self._scale()
             busy = self.dispatcher.in_flight + len(self._to_start)
             can_start_new = not exhausted and launched < self.settings.num_iterations
             for stopped in self._run_commands(self.settings.parallelism - busy, can_start_new):

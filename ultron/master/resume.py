@@ -12,8 +12,8 @@ These fields may change, because no score depends on them (:data:`MAY_CHANGE`):
   history (the strategy's state is restored, no trial is trained again). It may not drop below
   the trials the job's table already holds: the table would hold more trials than the budget.
 - ``parallelism`` (unless the stopper is ``pop``, whose population has ``parallelism`` slots),
-  ``trial_timeout``, ``acquire_timeout``, ``retries``, ``max_failed_share``, ``resources``,
-  ``cache``, ``cluster``, ``redis_url`` and ``name``.
+  ``min_parallelism``, ``trial_timeout``, ``acquire_timeout``, ``retries``,
+  ``max_failed_share``, ``resources``, ``cache``, ``cluster``, ``redis_url`` and ``name``.
 - ``code`` may point elsewhere when the code base's content hash is the same.
 
 A job id is owned by the ``tenant`` of its first run: a run of it by another tenant is refused
@@ -67,6 +67,7 @@ MAY_CHANGE = frozenset(
         "cache",
         "cluster",
         "max_failed_share",
+        "min_parallelism",
         "name",
         "num_iterations",
         "parallelism",

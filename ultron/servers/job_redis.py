@@ -13,7 +13,7 @@ from ultron.secrets import add_secrets, url_password
 from ultron.servers.home_redis import start_redis
 from ultron.spec.job import JobSpec
 
-__all__ = ["job_redis"]
+__all__ = ["job_redis", "shared_redis_url"]
 
 logger = logging.getLogger(__name__)
 
@@ -45,3 +45,18 @@ def job_redis(spec: JobSpec) -> Iterator[str]:
     add_secrets([url_password(server.url) or ""])
     logger.info("embedded Redis at %s (pid %s)", server.socket, server.pid)
     yield server.url
+
+
+def shared_redis_url(redis_url: str | None = None) -> str:
+    """The Redis the jobs share, for a request about a job from outside it (``ultron scale``
+    from Python or a deployment): ``redis_url``, else ``REDIS_URL`` (either checked with one
+    ``PING``), else this machine's embedded server.
+
+    Raises:
+        SpecError: the given URL leads to no Redis that answers.
+    """
+    given = redis_url or os.environ.get("REDIS_URL")
+    if given:
+        check_redis(given, field="redis_url" if redis_url else "REDIS_URL")
+        return given
+    return start_redis(ultron_home()).url

@@ -33,7 +33,7 @@ from __future__ import annotations
 import contextlib
 import heapq
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -178,7 +178,9 @@ class SimulatedDispatcher:
             self._events, (self.clock.now + running.curve.durations[step], self._seq, trial_id)
         )
 
-    def wait_one(self) -> tuple[TrialResult, list[dict[str, Any]]]:
+    def wait_one(
+        self, wake: Callable[[], bool] | None = None
+    ) -> tuple[TrialResult, list[dict[str, Any]]] | None:
         """Advance the clock to the next trial that returns; its result and curve."""
         while True:
             now, _, trial_id = heapq.heappop(self._events)

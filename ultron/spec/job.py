@@ -156,6 +156,14 @@ class JobSpec(Strict):
         strict=True,
         description=f"Trials that run at the same time (1 to {MAX_PARALLELISM}).",
     )
+    min_parallelism: int | None = Field(
+        default=None,
+        ge=1,
+        strict=True,
+        description="Start with what the resource limiter has free between this many trials "
+        "and parallelism, and grow as units free up (best effort); default: wait for all of "
+        "parallelism.",
+    )
     objective: Objective = Field(default_factory=Objective, description="Metric and direction.")
     resources: Resources = Field(default_factory=Resources, description="Per-trial resources.")
     cluster: ClusterSpec = Field(
@@ -235,6 +243,7 @@ class JobSpec(Strict):
         "seed",
         "num_iterations",
         "parallelism",
+        "min_parallelism",
         "retries",
         "max_failed_share",
         "trial_timeout",
@@ -251,6 +260,17 @@ class JobSpec(Strict):
                 "table and result files",
                 f"set num_iterations to {MAX_ITERATIONS} or less; for a longer search run "
                 "several jobs (each with its own seed), or narrow the search space",
+            )
+        return value
+
+    @field_validator("min_parallelism")
+    @classmethod
+    def _min_fits(cls, value: int | None, info: ValidationInfo) -> int | None:
+        most = info.data.get("parallelism")
+        if value is not None and isinstance(most, int) and value > most:
+            raise rule_error(
+                f"it must be between 1 and parallelism ({most})",
+                f"set min_parallelism to {most} or less, or raise parallelism",
             )
         return value
 
