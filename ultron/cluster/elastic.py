@@ -33,7 +33,7 @@ logger = logging.getLogger(__name__)
 _LOCAL_START_S = 120
 
 
-def _claim_idle(dask_scheduler: Any, prefix: str, count: int) -> list[Any]:
+def _claim_idle(prefix: str, count: int, dask_scheduler: Any = None) -> list[Any]:
     """On the scheduler: mark up to ``count`` idle workers closing, and return their names.
 
     None while a task of the job (its keys start with ``prefix``) waits for a worker: an idle

@@ -213,3 +213,13 @@ class Chatty:
                 print(f"failing line {line}")
             raise RuntimeError("chatty failed on purpose")
         return x
+
+
+class Timed:
+    """Sleeps ``sleep`` seconds and returns ``x`` as the loss with the wall-clock ``start`` and
+    ``end`` of its run: the trial table then tells how many trials ran at once."""
+
+    def score(self, hyperparameters: dict, checkpoint_path: str, resume: bool) -> dict:
+        start = time.time()
+        time.sleep(float(hyperparameters.get("sleep", 2.0)))
+        return {"loss": float(hyperparameters["x"]), "start": start, "end": time.time()}

@@ -1,0 +1,86 @@
+"""Elastic jobs on this machine's cluster (``local``): scaled up and down while they run, and
+started with fewer trials than asked (``min_parallelism``) while another job holds units."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import redis
+
+import ultron
+import ultron.api
+from tests.flows.elastic import (
+    SETTLE_S,
+    TRIALS,
+    done,
+    most_at_once,
+    scaling,
+    spans_of,
+    timed_spec,
+    wait_for,
+)
+from ultron.limiter.limits import set_tenant_max_units
+from ultron.limiter.resource_limiter import ResourceLimiter
+from ultron.trial_records import TrialStatus
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect")]
+
+
+def _once_each(result: ultron.HPOResult) -> None:
+    """All trials completed, each configuration once, in one attempt: none lost or repeated."""
+    assert result.status == "completed"
+    xs = sorted(t.hyperparameters["x"] for t in result.trials)
+    assert xs == [float(x) for x in range(TRIALS)]
+    assert all(t.status is TrialStatus.COMPLETED and t.attempts == 1 for t in result.trials)
+
+
+def test_a_local_job_scales_up_then_down(tmp_path: Path, redis_url: str) -> None:
+    job_id = f"elastic-local-{uuid.uuid4().hex[:8]}"
+    client = redis.Redis.from_url(redis_url)
+    driver, asked = scaling(client, job_id, [(1, 3), (6, 1)], redis_url)
+    result = ultron.run(timed_spec(tmp_path, redis_url, loop="async"), job_id=job_id)
+    driver.join(timeout=10)
+    _once_each(result)
+    (up_at, _), (down_at, _) = asked
+    spans = spans_of(result)
+    assert most_at_once(spans, 0, up_at) == 1
+    assert most_at_once(spans, up_at + SETTLE_S, down_at) == 3  # from then on, 3 at once
+    assert most_at_once(spans, 0, float("inf")) <= 3
+    assert most_at_once(spans, down_at + SETTLE_S, float("inf")) == 1  # the last ones alone
+
+
+def test_min_parallelism_starts_with_what_is_free_and_grows(tmp_path: Path, redis_url: str) -> None:
+    tenant = f"elastic-{uuid.uuid4().hex[:8]}"
+    client = redis.Redis.from_url(redis_url)
+    set_tenant_max_units(client, tenant, 4)
+    other = ResourceLimiter(client, max_units=64, tenant=tenant, tenant_max_units=4)
+    holder = other.acquire("another-job", 2)
+    assert holder is not None
+    job_id = f"elastic-min-{uuid.uuid4().hex[:8]}"
+    released: list[float] = []
+
+    def release_after_first_trials() -> None:
+        wait_for(lambda: done(client, job_id) >= 2, "the first two trials")
+        released.append(time.time())
+        other.release(holder)
+
+    thread = threading.Thread(target=release_after_first_trials, daemon=True)
+    thread.start()
+    try:
+        spec = timed_spec(
+            tmp_path, redis_url, loop="async", tenant=tenant, parallelism=4, min_parallelism=1,
+            num_iterations=10, search_space={"x": [float(x) for x in range(10)], "sleep": [2.0]},
+        )  # fmt: skip
+        result = ultron.run(spec, job_id=job_id)
+    finally:
+        other.release(holder)
+        set_tenant_max_units(client, tenant, None)
+    thread.join(timeout=10)
+    assert result.status == "completed" and len(result.trials) == 10
+    spans = spans_of(result)
+    assert most_at_once(spans, 0, released[0]) == 2  # started with the 2 free units
+    assert most_at_once(spans, released[0], float("inf")) == 4  # grew once they were released
