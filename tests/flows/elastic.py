@@ -91,3 +91,13 @@ def scaling(
 
 def spans_of(result: Any) -> list[tuple[float, float]]:
     return [(t.metrics["start"], t.metrics["end"]) for t in result.trials]
+
+
+def assert_each_once(result: Any) -> None:
+    """All trials completed, each configuration once, in one attempt: none lost or repeated."""
+    from ultron.trial_records import TrialStatus
+
+    assert result.status == "completed"
+    xs = sorted(t.hyperparameters["x"] for t in result.trials)
+    assert xs == [float(x) for x in range(TRIALS)]
+    assert all(t.status is TrialStatus.COMPLETED and t.attempts == 1 for t in result.trials)

@@ -15,7 +15,7 @@ import ultron
 import ultron.api
 from tests.flows.elastic import (
     SETTLE_S,
-    TRIALS,
+    assert_each_once,
     done,
     most_at_once,
     scaling,
@@ -23,19 +23,11 @@ from tests.flows.elastic import (
     timed_spec,
     wait_for,
 )
+from ultron.limiter.lease_keeper import LeaseKeeper
 from ultron.limiter.limits import set_tenant_max_units
 from ultron.limiter.resource_limiter import ResourceLimiter
-from ultron.trial_records import TrialStatus
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect")]
-
-
-def _once_each(result: ultron.HPOResult) -> None:
-    """All trials completed, each configuration once, in one attempt: none lost or repeated."""
-    assert result.status == "completed"
-    xs = sorted(t.hyperparameters["x"] for t in result.trials)
-    assert xs == [float(x) for x in range(TRIALS)]
-    assert all(t.status is TrialStatus.COMPLETED and t.attempts == 1 for t in result.trials)
 
 
 def test_a_local_job_scales_up_then_down(tmp_path: Path, redis_url: str) -> None:
@@ -44,7 +36,7 @@ def test_a_local_job_scales_up_then_down(tmp_path: Path, redis_url: str) -> None
     driver, asked = scaling(client, job_id, [(1, 3), (6, 1)], redis_url)
     result = ultron.run(timed_spec(tmp_path, redis_url, loop="async"), job_id=job_id)
     driver.join(timeout=10)
-    _once_each(result)
+    assert_each_once(result)
     (up_at, _), (down_at, _) = asked
     spans = spans_of(result)
     assert most_at_once(spans, 0, up_at) == 1
@@ -60,12 +52,14 @@ def test_min_parallelism_starts_with_what_is_free_and_grows(tmp_path: Path, redi
     other = ResourceLimiter(client, max_units=64, tenant=tenant, tenant_max_units=4)
     holder = other.acquire("another-job", 2)
     assert holder is not None
+    keeper = LeaseKeeper(other, holder).start()  # held as long as the test wants
     job_id = f"elastic-min-{uuid.uuid4().hex[:8]}"
     released: list[float] = []
 
     def release_after_first_trials() -> None:
         wait_for(lambda: done(client, job_id) >= 2, "the first two trials")
         released.append(time.time())
+        keeper.stop()
         other.release(holder)
 
     thread = threading.Thread(target=release_after_first_trials, daemon=True)
@@ -77,6 +71,7 @@ def test_min_parallelism_starts_with_what_is_free_and_grows(tmp_path: Path, redi
         )  # fmt: skip
         result = ultron.run(spec, job_id=job_id)
     finally:
+        keeper.stop()
         other.release(holder)
         set_tenant_max_units(client, tenant, None)
     thread.join(timeout=10)

@@ -207,3 +207,23 @@ def test_cli_validate_accepts_a_good_spec(tmp_path: Path) -> None:
 def test_quickstart_spec_is_valid() -> None:
     spec = load_spec(REPO / "examples" / "quickstart" / "job.yaml")
     assert (spec.strategy, spec.num_iterations, spec.parallelism) == ("random", 12, 2)
+
+
+@pytest.mark.parametrize(
+    ("least", "rule"),
+    [(3, "it must be between 1 and parallelism (2)"), (0, "greater than or equal to 1")],
+)
+def test_min_parallelism_lies_between_1_and_parallelism(
+    tmp_path: Path, least: int, rule: str
+) -> None:
+    raw = {
+        "name": "m",
+        "code": str(REPO / "tests" / "data" / "toy"),
+        "model": "m:M",
+        "search_space": {"a": [1]},
+    }
+    with pytest.raises(SpecError) as info:
+        load_spec({**raw, "parallelism": 2, "min_parallelism": least}, base_dir=tmp_path)
+    (issue,) = info.value.issues
+    assert (issue.field, issue.value) == ("min_parallelism", least)
+    assert rule in issue.rule and issue.fix

@@ -1,0 +1,66 @@
+"""An elastic job on SLURM: scaled up, worker jobs are submitted; scaled down, the worker jobs
+of the workers that went idle are cancelled while the last trials still run."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+import ultron
+from tests.flows.elastic import (
+    SETTLE_S,
+    assert_each_once,
+    most_at_once,
+    scaling,
+    spans_of,
+    timed_spec,
+)
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect")]
+
+
+def test_a_slurm_job_adds_and_cancels_worker_jobs(
+    tmp_path: Path, redis_url: str, slurm: Any
+) -> None:
+    name = f"elastic-slurm-{uuid.uuid4().hex[:6]}"  # in the worker jobs' names
+    job_id = f"{name}-job"
+    client = redis.Redis.from_url(redis_url)
+    counts: list[tuple[float, int]] = []  # (when, worker jobs queued or running)
+    stop = threading.Event()
+
+    def count_worker_jobs() -> None:
+        while not stop.wait(0.2):
+            lines = slurm.squeue("--format=%j %t")
+            ours = [line for line in lines if name in line and not line.endswith(" CG")]
+            counts.append((time.time(), len(ours)))
+
+    counter = threading.Thread(target=count_worker_jobs, daemon=True)
+    counter.start()
+    driver, asked = scaling(client, job_id, [(1, 3), (6, 1)], redis_url)
+    spec = timed_spec(
+        tmp_path, redis_url, name=name, loop="async",
+        cluster={"type": "slurm", "walltime": "00:15:00"},
+    )  # fmt: skip
+    try:
+        result = ultron.run(spec, job_id=job_id)
+        driver.join(timeout=10)
+    finally:
+        stop.set()
+        counter.join(timeout=5)
+    assert_each_once(result)
+    (up_at, _), (down_at, _) = asked
+    spans = spans_of(result)
+    assert most_at_once(spans, 0, up_at) == 1
+    assert most_at_once(spans, up_at + SETTLE_S, down_at) == 3
+    assert most_at_once(spans, down_at + SETTLE_S, float("inf")) == 1
+    assert max(n for _, n in counts) == 3  # two worker jobs submitted on the way up
+    last_end = max(end for _, end in spans)
+    # Scaled down: the idle workers' jobs were cancelled while the last trial still ran.
+    assert any(n == 1 for when, n in counts if down_at < when < last_end)
+    assert slurm.squeue() == []  # and finalize left none
