@@ -80,9 +80,13 @@ def test_an_address_job_uses_workers_that_join_when_scaled(
     job_id = f"elastic-address-{uuid.uuid4().hex[:8]}"
 
     def two_more_workers(parallelism: int) -> None:
-        if parallelism == 3:
+        if parallelism == 3:  # they join the scheduler first, then the job is scaled to them
             add_worker()
             add_worker()
+            from distributed import Client
+
+            with Client(address, timeout=30) as client:
+                client.wait_for_workers(3, timeout=180)
 
     client = redis.Redis.from_url(redis_url)
     driver, asked = scaling(client, job_id, [(1, 3), (6, 1)], redis_url, on_step=two_more_workers)

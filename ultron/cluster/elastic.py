@@ -73,6 +73,7 @@ class ElasticWorkers:
         self.handle = handle
         self.spec = spec
         self.prefix = f"trial-{job_id}-"
+        self._adapted: int | None = None  # kubernetes: the parallelism of the last adapt
 
     @property
     def kind(self) -> str:
@@ -86,11 +87,14 @@ class ElasticWorkers:
         if cluster is None:  # address: the scheduler's workers are not ours to start or stop
             return
         if self.kind == "kubernetes":
+            if parallelism == self._adapted:
+                return
             from ultron.cluster.kubernetes import adapt_bounds
 
             resized = self.spec.model_copy(update={"parallelism": parallelism})
             minimum, maximum = adapt_bounds(resized, resized.cluster)  # type: ignore[arg-type]
             cluster.adapt(minimum=minimum, maximum=maximum)
+            self._adapted = parallelism
             return
         have = len(cluster.worker_spec)
         if parallelism > have:

@@ -108,6 +108,7 @@ def test_a_field_left_out_counts_as_its_default() -> None:
 ALLOWED: dict[str, Any] = {
     "num_iterations": 9,
     "parallelism": 3,
+    "min_parallelism": 1,
     "trial_timeout": 60.0,
     "acquire_timeout": 5.0,
     "retries": 0,
