@@ -3,6 +3,7 @@ moments chosen by the job's state (trials done), and the overlap its trial table
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable
@@ -12,6 +13,7 @@ from typing import Any
 import redis
 
 import ultron
+import ultron.api
 from ultron.redis import keys
 
 TOY = Path(__file__).parents[1] / "data" / "toy"
@@ -23,15 +25,17 @@ SLEEP_S = 2.0
 SETTLE_S = 1.5
 
 
-def timed_spec(tmp_path: Path, redis_url: str, **extra: Any) -> dict[str, Any]:
-    """A job of TRIALS trials of SLEEP_S seconds each, one configuration each."""
+def timed_spec(
+    tmp_path: Path, redis_url: str, *, trials: int = TRIALS, **extra: Any
+) -> dict[str, Any]:
+    """A job of ``trials`` trials of SLEEP_S seconds each, one configuration each."""
     return {
         "name": "elastic",
         "code": str(TOY),
         "model": "toy_model:Timed",
-        "search_space": {"x": [float(x) for x in range(TRIALS)], "sleep": [SLEEP_S]},
+        "search_space": {"x": [float(x) for x in range(trials)], "sleep": [SLEEP_S]},
         "strategy": "grid",
-        "num_iterations": TRIALS,
+        "num_iterations": trials,
         "parallelism": 1,
         "objective": {"metric": "loss"},
         "storage": str(tmp_path / "runs"),
@@ -65,39 +69,48 @@ def most_at_once(spans: list[tuple[float, float]], after: float, before: float) 
     return max((at_once(spans, start) for start in starts), default=0)
 
 
+def ran_at_once(client: redis.Redis, job_id: str) -> int:
+    """The most trials in the job's table so far that ran at once (their own start and end)."""
+    rows = [json.loads(row) for row in client.hvals(keys.job_trials(job_id))]
+    spans = [(r["metrics"]["start"], r["metrics"]["end"]) for r in rows if "start" in r["metrics"]]
+    return most_at_once(spans, 0, float("inf"))
+
+
 def scaling(
     client: redis.Redis,
     job_id: str,
-    steps: list[tuple[int, int]],
+    steps: list[tuple[Callable[[], bool], int]],
     redis_url: str,
-    on_step: Callable[[int], None] = lambda parallelism: None,
-) -> tuple[threading.Thread, list[tuple[float, int]]]:
-    """A thread that, for each (trials done, parallelism) of ``steps``, waits until the job's
-    table holds that many trials, calls ``on_step`` and scales the job; and the (time,
-    parallelism) of each request as it is made."""
+) -> tuple[threading.Thread, list[tuple[float, int]], list[BaseException]]:
+    """A thread that, for each (condition, parallelism) of ``steps``, waits until the
+    condition holds and scales the job; the (time, parallelism) of each request as it is
+    made; and the errors of the thread, for the test to raise."""
     asked: list[tuple[float, int]] = []
+    errors: list[BaseException] = []
 
     def drive() -> None:
-        for trials, parallelism in steps:
-            wait_for(lambda trials=trials: done(client, job_id) >= trials, f"{trials} trials")
-            on_step(parallelism)
-            asked.append((time.time(), parallelism))
-            assert ultron.api.scale(job_id, parallelism, redis_url=redis_url) == "running"
+        try:
+            for condition, parallelism in steps:
+                wait_for(condition, f"the moment to scale to {parallelism}")
+                asked.append((time.time(), parallelism))
+                assert ultron.api.scale(job_id, parallelism, redis_url=redis_url) == "running"
+        except BaseException as exc:  # handed to the test
+            errors.append(exc)
 
     thread = threading.Thread(target=drive, daemon=True)
     thread.start()
-    return thread, asked
+    return thread, asked, errors
 
 
 def spans_of(result: Any) -> list[tuple[float, float]]:
     return [(t.metrics["start"], t.metrics["end"]) for t in result.trials]
 
 
-def assert_each_once(result: Any) -> None:
+def assert_each_once(result: Any, trials: int = TRIALS) -> None:
     """All trials completed, each configuration once, in one attempt: none lost or repeated."""
     from ultron.trial_records import TrialStatus
 
     assert result.status == "completed"
     xs = sorted(t.hyperparameters["x"] for t in result.trials)
-    assert xs == [float(x) for x in range(TRIALS)]
+    assert xs == [float(x) for x in range(trials)]
     assert all(t.status is TrialStatus.COMPLETED and t.attempts == 1 for t in result.trials)

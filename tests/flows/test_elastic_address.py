@@ -20,7 +20,9 @@ import ultron
 from tests.flows.elastic import (
     SETTLE_S,
     assert_each_once,
+    done,
     most_at_once,
+    ran_at_once,
     scaling,
     spans_of,
     timed_spec,
@@ -79,23 +81,22 @@ def test_an_address_job_uses_workers_that_join_when_scaled(
     address, add_worker = scheduler
     job_id = f"elastic-address-{uuid.uuid4().hex[:8]}"
 
-    def two_more_workers(parallelism: int) -> None:
-        if parallelism == 3:  # they join the scheduler first, then the job is scaled to them
-            add_worker()
-            add_worker()
-            from distributed import Client
-
-            with Client(address, timeout=30) as client:
-                client.wait_for_workers(3, timeout=180)
-
+    # Two more workers join the scheduler as the job starts; it uses them once scaled to 3.
+    add_worker()
+    add_worker()
     client = redis.Redis.from_url(redis_url)
-    driver, asked = scaling(client, job_id, [(1, 3), (6, 1)], redis_url, on_step=two_more_workers)
+    steps = [
+        (lambda: done(client, job_id) >= 1, 3),
+        (lambda: done(client, job_id) >= 6 and ran_at_once(client, job_id) >= 3, 1),
+    ]
+    driver, asked, errors = scaling(client, job_id, steps, redis_url)
     spec = timed_spec(tmp_path, redis_url, cluster={"type": "address", "address": address})
     result = ultron.run(spec, job_id=job_id)  # the batch loop: rounds of `parallelism` trials
     driver.join(timeout=10)
+    assert not errors, errors
     assert_each_once(result)
     (up_at, _), (down_at, _) = asked
     spans = spans_of(result)
     assert most_at_once(spans, 0, up_at) == 1
     assert most_at_once(spans, up_at + SETTLE_S, down_at) == 3
-    assert most_at_once(spans, down_at + SETTLE_S, float("inf")) == 1
+    assert most_at_once(spans, down_at + SETTLE_S, float("inf")) <= 1
