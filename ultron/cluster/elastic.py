@@ -138,8 +138,12 @@ class ElasticWorkers:
         cluster.scale(len(cluster.worker_spec))
 
     def _retire_idle(self, cluster: Any, count: int) -> None:
-        names = self.handle.client.run_on_scheduler(_claim_idle, self.prefix, count)
-        ours = [name for name in names if name in cluster.worker_spec]
+        # Workers not started yet (a worker job SLURM has not run) go first: they run nothing.
+        joined = {info.get("name") for info in cluster.scheduler_info.get("workers", {}).values()}
+        ours = [name for name in cluster.worker_spec if name not in joined][:count]
+        if len(ours) < count:
+            names = self.handle.client.run_on_scheduler(_claim_idle, self.prefix, count - len(ours))
+            ours += [name for name in names if name in cluster.worker_spec]
         for name in ours:
             del cluster.worker_spec[name]
         if not ours:
