@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ultron.cluster.factory import ClusterHandle
+from ultron.cluster.factory import ClusterHandle, local_worker_count
 from ultron.errors import UltronError
 from ultron.spec.job import JobSpec
 
@@ -96,6 +96,10 @@ class ElasticWorkers:
             cluster.adapt(minimum=minimum, maximum=maximum)
             self._adapted = parallelism
             return
+        if self.kind == "local" and not self.spec.resources.gpu:
+            # As at the start: no more processes than the trials left could use, or the cores.
+            resized = self.spec.model_copy(update={"parallelism": parallelism})
+            parallelism = local_worker_count(resized)
         have = len(cluster.worker_spec)
         if parallelism > have:
             self._grow(cluster, parallelism)

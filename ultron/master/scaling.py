@@ -14,7 +14,7 @@ from typing import Any
 from ultron.errors import UsageError
 from ultron.paths import check_job_id
 from ultron.redis import keys
-from ultron.spec.job import JobSpec
+from ultron.spec.job import MAX_PARALLELISM, JobSpec
 
 __all__ = ["effective_spec", "request_scale", "requested_parallelism", "scale_job"]
 
@@ -25,10 +25,14 @@ _SPEC = "parallelism_of_spec"
 
 
 def _check(parallelism: object) -> int:
-    if isinstance(parallelism, bool) or not isinstance(parallelism, int) or parallelism < 1:
+    if (
+        isinstance(parallelism, bool)
+        or not isinstance(parallelism, int)
+        or not 1 <= parallelism <= MAX_PARALLELISM
+    ):
         raise UsageError(
-            f"parallelism is {parallelism!r}; it must be a whole number of trials, at least 1. "
-            "Fix: pass e.g. 4"
+            f"parallelism is {parallelism!r}; it must be a whole number of trials from 1 to "
+            f"{MAX_PARALLELISM}. Fix: pass e.g. 4"
         )
     return parallelism
 
