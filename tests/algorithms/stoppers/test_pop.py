@@ -8,6 +8,7 @@ from itertools import pairwise
 from typing import Any
 
 import numpy as np
+import pytest
 
 from ultron.algorithms.base import Direction
 from ultron.algorithms.random_search import RandomSearch
@@ -169,3 +170,12 @@ def test_pop_state_round_trip() -> None:
     clock.now = start
     assert report(restored, clock, "c", values, range(1, 6)) == first
     assert math.isclose(pop._trials["c"].p or 0.0, restored._trials["c"].p or 0.0)
+
+
+def test_pop_slots_follow_a_scaled_job() -> None:
+    """``ultron scale`` hands POP the new parallelism: its slots S follow; 0 is refused."""
+    pop = POP(direction="maximize", max_resource=20, target=0.9, slots=2, seed=0)
+    pop.set_slots(5)
+    assert pop.slots == 5
+    with pytest.raises(ValueError, match="slots is 0"):
+        pop.set_slots(0)
