@@ -70,7 +70,8 @@ SCORE_CACHE_VERSION = 3
 
 
 def job(job_id: str, *, namespace: str = NAMESPACE) -> str:
-    """The job's hash: status, strategy and stopper state, next trial number, spec, code hash."""
+    """The job's hash: status, strategy and stopper state, next trial number, spec, code hash,
+    and the parallelism last asked (``ultron scale``; :mod:`ultron.master.scaling`)."""
     return f"{namespace}:job:{job_id}"
 
 
