@@ -88,3 +88,33 @@ def test_nightly_benchmark_runs_the_benchmark_suite_on_a_schedule() -> None:
     assert set(nightly["parameters"]) <= set(flow.parameters.properties)
     assert nightly["parameters"]["suite"] in SUITES
     assert nightly["schedules"][0]["cron"] == "0 3 * * *"
+
+
+@pytest.mark.slow
+def test_the_scale_job_deployment_asks_a_job_to_scale(prefect_server, redis_url: str) -> None:
+    """The Prefect UI's way to ``ultron scale``: a run of ``scale-job`` on the process worker
+    (whose REDIS_URL is the session's) writes the request where the job's master reads it."""
+    import time
+    import uuid
+
+    import redis
+    from prefect.client.base import ServerType
+    from prefect.client.orchestration import SyncPrefectClient
+
+    from ultron.master.scaling import requested_parallelism
+    from ultron.redis import keys
+
+    store = redis.Redis.from_url(redis_url)
+    job_id = f"ui-scaled-{uuid.uuid4().hex[:8]}"
+    store.hset(keys.job(job_id), "status", "running")  # as a running job's master keeps it
+    with SyncPrefectClient(prefect_server.api_url, server_type=ServerType.SERVER) as client:
+        deployment = client.read_deployment_by_name("scale-job/scale-job")
+        run = client.create_flow_run_from_deployment(
+            deployment.id, parameters={"job_id": job_id, "parallelism": 3}
+        )
+        deadline = time.monotonic() + 300
+        while not client.read_flow_run(run.id).state.is_final():
+            assert time.monotonic() < deadline, "the scale-job run never ended"
+            time.sleep(0.5)
+        assert client.read_flow_run(run.id).state.is_completed()
+    assert requested_parallelism(store, job_id) == 3
