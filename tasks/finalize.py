@@ -16,6 +16,7 @@ from prefect.artifacts import (
 )
 from prefect.cache_policies import NONE
 
+from ultron.master.goals import EndKind, JobEnd
 from ultron.master.job_state import JobState, JobStatus, JobStore
 from ultron.master.results import best_trial, leaderboard, write_results
 from ultron.paths import artifact_key, job_results_url, remove_tree, scratch_dir
@@ -56,7 +57,8 @@ def finalize(
     store = JobStore(connect(redis_url), job_id)
     state = state or store.load() or JobState(job_id)
     state.status = status or (JobStatus.FAILED if error else JobStatus.COMPLETED)
-    store.set_status(state.status)
+    state.end_reason = _end_reason(state, error)
+    store.set_status(state.status, end_reason=state.end_reason)
     interrupted = store.running() if state.status is not JobStatus.COMPLETED else {}
     removed = store.clear_transient()
     if interrupted:
@@ -81,6 +83,7 @@ def finalize(
         extra={
             "job_id": job_id,
             "status": str(state.status),
+            "end_reason": state.end_reason,
             "error": error,
             "timings": timings or {},
             "spec": redacted_spec(spec),
@@ -91,10 +94,11 @@ def finalize(
     store.set_results_url(url)  # where `ultron report JOB` finds them
     files.update(_report(spec, job_id, url, state))
     _artifacts(spec, job_id, state, error, warnings)
-    logger.info("results in %s", url)
+    logger.info("job %s %s (%s); results in %s", job_id, state.status, state.end_reason, url)
     return {
         "job_id": job_id,
         "status": str(state.status),
+        "end_reason": state.end_reason,
         "error": error,
         "best_config": best.hyperparameters if best else None,
         "best_score": best.score if best else None,
@@ -107,6 +111,15 @@ def finalize(
         "warnings": warnings,
         "unsynced_checkpoints": unsynced,
     }
+
+
+def _end_reason(state: JobState, error: str | None) -> str:
+    """Why the job ended: the search's reason when it completed, else how it stopped."""
+    if state.status is JobStatus.CANCELLED:
+        return str(JobEnd(EndKind.CANCELLED))
+    if state.status is JobStatus.FAILED:
+        return str(JobEnd(EndKind.FAILED, error=error or "unknown cause"))
+    return state.end_reason or str(JobEnd(EndKind.TRIALS, trials=len(state.trials)))
 
 
 def _unsynced_warnings(unsynced: list[dict[str, str]]) -> list[str]:
@@ -162,7 +175,7 @@ def _artifacts(
     ]
     best = board[0] if board else None
     text = (
-        f"# {spec.name}: {state.status}\n\n"
+        f"# {spec.name}: {state.status}\n\nEnded: {state.end_reason}\n\n"
         + (
             f"Best {spec.objective.metric}: **{best.score}** with `{best.hyperparameters}`\n"
             if best

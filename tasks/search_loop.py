@@ -20,6 +20,7 @@ from ultron.errors import JobCancelledError
 from ultron.master.cancel import CANCEL
 from ultron.master.dispatcher import TrialDispatcher
 from ultron.master.early_stopping import StopperDriver
+from ultron.master.goals import JobGoals
 from ultron.master.job_state import JobState, JobStatus, JobStore
 from ultron.master.loops import Master, SearchSettings
 from ultron.master.scaler import Scaler
@@ -65,7 +66,8 @@ def search_loop(
     strategy: HPOAlgorithm,
     stopper: Stopper | None,
 ) -> JobState:
-    """Run the search until ``num_iterations`` trials are scored or the strategy runs dry.
+    """Run the search until ``num_iterations`` trials are scored, the strategy runs dry or a
+    goal of the job is reached (its time budget, its target: :mod:`ultron.master.goals`).
 
     ``strategy`` and ``stopper`` are the job's (built once, in the flow); their state is
     restored here from what a previous master saved.
@@ -75,9 +77,10 @@ def search_loop(
     store = JobStore(client, job_id)
     state = store.load() or JobState(job_id)
     state.status = JobStatus.RUNNING  # a completed job that continues runs again
+    state.end_reason = None
     # Now, not at the first checkpoint (in the batch loop: when the first round has ended):
     # `ultron status` and `ultron jobs` show the job running, with its running trials.
-    store.set_status(JobStatus.RUNNING)
+    store.set_status(JobStatus.RUNNING, end_reason="")
     store.set_results_url(job_results_url(spec.storage, job_id))  # `ultron logs` reads it
     running_before = store.running()  # trials that ran when a previous master died
     if running_before:
@@ -140,6 +143,8 @@ def search_loop(
         check=lambda: _check_lease(resources, job_id),
         driver=driver,
         scaler=scaler,
+        goals=JobGoals.of(spec),
+        grace_s=settings().cancel_grace,
         interrupted={tid: info["hyperparameters"] for tid, info in running_before.items()},
         interrupted_attempts={
             tid: int(info.get("attempt", 1)) for tid, info in running_before.items()
@@ -158,5 +163,5 @@ def search_loop(
         progress.close()  # a last write of the artifacts, however the search ended
         if driver is not None:
             driver.close()
-    logger.info("search done: %d trials", len(state.trials))
+    logger.info("search done: %d trials; the job ended: %s", len(state.trials), state.end_reason)
     return state

@@ -87,7 +87,8 @@ def _show(job: Any) -> None:
     )
     out.print(
         f"job [bold]{escape(job.job_id)}[/] ({escape(job.tenant)}): {job.status}, "
-        f"{job.done} of {budget} trials done; {escape(best)}",
+        f"{job.done} of {budget} trials done; {escape(best)}"
+        + (f"; ended: {escape(job.end_reason)}" if job.end_reason else ""),
         highlight=False,
     )
     if job.running:

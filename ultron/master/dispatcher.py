@@ -82,6 +82,7 @@ class TrialDispatcher:
         self._futures: dict[str, Any] = {}
         # Finished futures, released after the next submit (see _release_spent).
         self._spent: list[Any] = []
+        self._stopping = False  # the job asked its trials to stop: none is retried
 
     @property
     def in_flight(self) -> int:
@@ -163,14 +164,19 @@ class TrialDispatcher:
             future.release()
         self._spent.clear()
 
-    def _next_done(self, wake: Callable[[], bool] | None) -> tuple[Any, Any] | None:
+    def _next_done(
+        self, wake: Callable[[], bool] | None = None, timeout: float | None = None
+    ) -> tuple[Any, Any] | None:
         """The next finished future and its outcome (its result, or the error as a value);
-        None as soon as ``wake()`` is True; raises JobCancelledError as soon as the job is
-        cancelled."""
+        None as soon as ``wake()`` is True or ``timeout`` seconds have passed; raises
+        JobCancelledError as soon as the job is cancelled."""
         condition = self._done.thread_condition  # notified by as_completed on every completion
+        deadline = None if timeout is None else time.monotonic() + timeout
         while not self._done.has_ready():
             CANCEL.raise_if_requested(self.store.job_id)
             if wake is not None and wake():
+                return None
+            if deadline is not None and time.monotonic() >= deadline:
                 return None
             with condition:
                 condition.wait(timeout=0.1)
@@ -189,23 +195,32 @@ class TrialDispatcher:
         except (Exception, asyncio.CancelledError) as exc:  # KilledWorker, a cancellation
             return exc
 
-    def stop_running(self, grace_s: float) -> list[str]:
-        """Ask every running trial to stop and wait up to ``grace_s`` seconds for them.
+    def request_stop(self, reason: str, grace_s: float) -> list[str]:
+        """Ask every running trial to stop, for ``reason``; no trial is retried from now on.
 
         A model that calls ``ultron.report`` hears ``STOP`` and may save a checkpoint and
-        return; what it returns is not recorded (the trial was cut short): the trial stays in
-        the running record and resumes from its checkpoint when the job does. Returns the ids
-        of the trials that were running.
+        return; the worker stops one that has not returned ``grace_s`` seconds later (its
+        result: ``stopped``). Returns the ids of the trials that were running.
         """
+        self._stopping = True
         running = sorted({r.trial_id for r in self._pending.values()})
         if not running:
             return []
-        stop = json.dumps({"decision": "cancel", "at": time.time()})
-        client = self.store.client
-        pipe = client.pipeline()
+        stop = json.dumps({"decision": reason, "at": time.time(), "grace": grace_s})
+        pipe = self.store.client.pipeline()
         for trial_id in running:
             pipe.set(keys.trial_stop(self.store.job_id, trial_id), stop)
         pipe.execute()
+        return running
+
+    def stop_running(self, grace_s: float) -> list[str]:
+        """Ask every running trial to stop and wait up to ``grace_s`` seconds for them.
+
+        What a trial returns then is not recorded (the trial was cut short by a cancellation):
+        the trial stays in the running record and resumes from its checkpoint when the job
+        does. Returns the ids of the trials that were running.
+        """
+        running = self.request_stop("cancel", grace_s)
         deadline = time.monotonic() + grace_s
         futures = list(self._futures.values())
         while time.monotonic() < deadline and not all(f.done() for f in futures):
@@ -213,16 +228,19 @@ class TrialDispatcher:
         return running
 
     def wait_one(
-        self, wake: Callable[[], bool] | None = None
+        self, wake: Callable[[], bool] | None = None, timeout: float | None = None
     ) -> tuple[TrialResult, list[dict[str, Any]]] | None:
         """Block until some trial is finally done; returns its result and learning curve, or
-        None as soon as ``wake()`` (asked every 0.1 s) is True.
+        None as soon as ``wake()`` (asked every 0.1 s) is True or when none was done within
+        ``timeout`` seconds.
 
         Raises:
             JobCancelledError: the job was asked to stop (checked every 0.1 s).
         """
-        while True:
-            done = self._next_done(wake)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:  # a retried trial waits again, within the same ``timeout``
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            done = self._next_done(wake, left)
             if done is None:
                 return None
             future, outcome = done
@@ -250,7 +268,8 @@ class TrialDispatcher:
             result = TrialResult.from_dict(data)
             # Only the infrastructure's faults are retried: OUT_OF_MEMORY would fail again
             # under the same resources.memory.
-            if result.status is TrialStatus.CRASHED and request.attempt <= self.spec.retries:
+            retry = result.status is TrialStatus.CRASHED and request.attempt <= self.spec.retries
+            if retry and not self._stopping:
                 self.start(
                     self.request(
                         request.trial_id,

@@ -31,10 +31,15 @@ class Dispatcher(Protocol):
     def start(self, *requests: TrialRequest) -> None: ...
 
     def wait_one(
-        self, wake: Callable[[], bool] | None = None
+        self, wake: Callable[[], bool] | None = None, timeout: float | None = None
     ) -> tuple[TrialResult, list[dict[str, Any]]] | None:
         """The next trial that is finally done, and its learning curve; ``None`` as soon as
-        ``wake`` (asked now and then while waiting) returns True."""
+        ``wake`` (asked now and then while waiting) returns True, or after ``timeout`` seconds
+        (of the dispatcher's clock)."""
+
+    def request_stop(self, reason: str, grace_s: float) -> list[str]:
+        """Ask the running trials to stop (each returns ``stopped`` at the latest ``grace_s``
+        seconds later) and retry none from now on; returns their ids."""
 
 
 class Elastic(Protocol):

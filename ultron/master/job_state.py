@@ -74,6 +74,10 @@ class JobState:
     # The strategy's calls since ``algorithm`` was taken, oldest first: ``["sample", n]`` and
     # ``["update", candidates, scores]``; replayed on ``algorithm`` they give the current state.
     strategy_log: list[list[Any]] = field(default_factory=list)
+    # Seconds the search ran over all the job's runs (a time budget counts them), and why the
+    # job ended (``ultron.master.goals.JobEnd`` as text; ``None`` while it runs).
+    search_seconds: float = 0.0
+    end_reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -128,6 +132,8 @@ class JobStore:
             curves={k.decode(): json.loads(v) for k, v in curves.items()},
             next_trial=int(data.get("next_trial", 0)),
             strategy_log=log,
+            search_seconds=float(data.get("search_seconds") or 0.0),
+            end_reason=data.get("end_reason") or None,
         )
 
     def save(
@@ -152,6 +158,8 @@ class JobStore:
             "stopper": json.dumps(state.stopper) if state.stopper is not None else "",
             "next_trial": str(state.next_trial),
             "updated": str(time.time()),
+            "search_seconds": str(state.search_seconds),
+            "end_reason": state.end_reason or "",
         }
         if logged is None:
             algorithm = state.algorithm
@@ -210,8 +218,12 @@ class JobStore:
         """How many trials the job's trial table holds."""
         return int(self.client.hlen(self.trials_key))
 
-    def set_status(self, status: JobStatus) -> None:
-        self.client.hset(self.key, "status", str(status))
+    def set_status(self, status: JobStatus, *, end_reason: str | None = None) -> None:
+        """Record the job's status (and, when given, why it ended)."""
+        fields = {"status": str(status)}
+        if end_reason is not None:
+            fields["end_reason"] = end_reason
+        self.client.hset(self.key, mapping=fields)
 
     def set_results_url(self, url: str) -> None:
         """Record where the job's results and trial logs go (its storage as resolved where the

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -29,6 +30,7 @@ from ultron.algorithms.space import Config, canonical
 from ultron.algorithms.stoppers.base import Decision
 from ultron.errors import JobFailedError
 from ultron.master.early_stopping import StopperDriver
+from ultron.master.goals import EndKind, JobEnd, JobGoals
 from ultron.master.interfaces import Cache, Dispatcher, Elastic, OnResult, Store
 from ultron.master.job_state import JobState
 from ultron.master.strategy_log import StrategyLog
@@ -92,6 +94,11 @@ class Master:
     driver: StopperDriver | None = None
     # Changes the parallelism while the job runs (`ultron scale`, min_parallelism); None: fixed.
     scaler: Elastic | None = None
+    # The job's time budget and target; ``clock`` is the dispatcher's (seconds), and a goal
+    # reached gives the running trials ``grace_s`` seconds to stop.
+    goals: JobGoals = field(default_factory=JobGoals)
+    clock: Callable[[], float] = time.monotonic
+    grace_s: float = 30.0
     # Trials that were running when a previous master died: they run again with resume=True
     # (batch samples them again; async relaunches them first).
     interrupted: dict[str, Config] = field(default_factory=dict)
@@ -103,6 +110,10 @@ class Master:
     _suspended: dict[str, TrialResult] = field(default_factory=dict)
     _calls: StrategyLog | None = None
     _failed: list[TrialResult] | None = None  # the failures in the table, counted as they come
+    _end: JobEnd | None = None  # a goal reached: no trial starts, the running ones stop
+    _stopping: set[str] = field(default_factory=set)  # trials asked to stop for it
+    _started: float | None = None  # the clock when this run's search began
+    _spent_before: float = 0.0  # search seconds of the job's earlier runs
 
     @property
     def calls(self) -> StrategyLog:
@@ -193,15 +204,31 @@ class Master:
 
     def _finish(self) -> list[TrialResult]:
         """Wait for one trial; returns it and the repeats that waited for it (nothing when it
-        was suspended, or when the scaler woke the loop first)."""
-        got = self.dispatcher.wait_one(self.scaler.wake if self.scaler is not None else None)
-        if got is None:
+        was suspended, when the scaler woke the loop first or when the time budget ran out)."""
+        woke = False
+
+        def wake() -> bool:
+            nonlocal woke
+            woke = self.scaler is not None and self.scaler.wake()
+            return woke
+
+        waited = self.dispatcher.wait_one(
+            wake=wake if self.scaler is not None else None,
+            timeout=None if self._end else self._time_left(),
+        )
+        if waited is None:
+            if not woke:  # the time budget ran out while the trials ran
+                self._reach(JobEnd(EndKind.TIME))
             return []
-        returned, curve = got
+        returned, curve = waited
         self.state.curves.setdefault(returned.trial_id, []).extend(curve)
         result = self._judge(returned)
         if result is None:
             return []
+        if result.trial_id in self._stopping and result.status is TrialStatus.COMPLETED:
+            # Asked to stop: its score may be of a model cut short, so never a full score
+            # (nor one for the cache).
+            result = replace(result, status=TrialStatus.STOPPED)
         if result.status is TrialStatus.COMPLETED:
             self.cache.put(
                 result.hyperparameters,
@@ -225,7 +252,61 @@ class Master:
             )
         for r in done:
             self.on_result(self.state, self.dispatcher.in_flight, r)
+        self._check_target(done)
         return done
+
+    def _elapsed(self) -> float:
+        """Seconds of search over the job's runs (this one's from its start)."""
+        if self._started is None:
+            return self._spent_before
+        return self._spent_before + self.clock() - self._started
+
+    def _time_left(self) -> float | None:
+        """Seconds left of the time budget (``None``: no time budget)."""
+        if self.goals.time_s is None:
+            return None
+        return max(0.0, self.goals.time_s - self._elapsed())
+
+    def _check_goals(self) -> bool:
+        """Whether a goal has ended the search (the time budget is checked now)."""
+        if self._end is None and self._time_left() == 0.0:
+            self._reach(JobEnd(EndKind.TIME))
+        return self._end is not None
+
+    def _check_target(self, results: Sequence[TrialResult]) -> None:
+        for result in results:
+            if result.status.ok and self.goals.reached(result.score):
+                self._reach(JobEnd(EndKind.TARGET, trial_id=result.trial_id))
+                return
+
+    def _reach(self, end: JobEnd) -> None:
+        """A goal is reached: start nothing more, ask the running trials to stop."""
+        if self._end is not None:
+            return
+        self._end = end
+        self._stopping.update(self.dispatcher.request_stop(str(end), self.grace_s))
+        logger.info("%s: no trial starts; running trials %s stop", end, sorted(self._stopping))
+
+    def _begin(self) -> None:
+        """Start this run's clock (after the strategy's replay) on what earlier runs spent."""
+        self._spent_before = self.state.search_seconds
+        self._started = self.clock()
+        self._check_target(self.state.trials)  # a resumed job whose table reached it ends now
+
+    def _ended(self, *, exhausted: bool) -> None:
+        """Record why the search ended."""
+        if self._end is None:
+            self._end = (
+                JobEnd(EndKind.EXHAUSTED)
+                if exhausted
+                else JobEnd(EndKind.TRIALS, trials=self.settings.num_iterations)
+            )
+        self.state.end_reason = str(self._end)
+
+    @property
+    def end(self) -> JobEnd | None:
+        """Why the search ended (``None`` while it runs)."""
+        return self._end
 
     def _commit(self, candidates: list[Config], results: list[TrialResult]) -> None:
         """Hand scores to the strategy and checkpoint the state."""
@@ -242,6 +323,7 @@ class Master:
     def _checkpoint(self, new: Sequence[TrialResult] = (), *, final: bool = False) -> None:
         """Save the strategy's and the stopper's state, with the ``new`` rows of the table."""
         snapshot, logged = self.calls.checkpoint(len(self.state.trials), final=final)
+        self.state.search_seconds = round(self._elapsed(), 3)
         if snapshot is not None:
             self.state.algorithm = snapshot
         if self.driver is not None:
@@ -268,20 +350,25 @@ class Master:
     def run_batch(self) -> None:
         """The paper's loop: rounds of ``parallelism`` candidates."""
         self._resume_strategy()
+        self._begin()
         with self._flushed_at_end():
-            self._batches()
+            exhausted = self._batches()
+        self._ended(exhausted=exhausted)
         self._checkpoint(final=True)
         self._check_failures(())  # a rerun of a failed job has no round: its table decides
 
-    def _batches(self) -> None:
+    def _batches(self) -> bool:
+        """Rounds until the budget is spent or a goal reached; whether the strategy ran dry."""
         while self.budget_left > 0:
             self.check()
+            if self._check_goals():
+                return False
             self._scale()
             wanted = min(self.settings.parallelism, self.budget_left)
             candidates = self.calls.sample(wanted)
             if not candidates:
                 logger.info("the strategy has no more candidates")
-                return
+                return True
             ids = [self._new_id() for _ in candidates]
             results: dict[str, TrialResult] = {}
             for trial_id, config, hit in zip(
@@ -300,13 +387,15 @@ class Master:
                 self.store.flush()
                 self._scale()  # units and workers of a smaller parallelism go back as trials end
             self._commit(candidates, [results[trial_id] for trial_id in ids])
+        return False
 
     def _run_commands(self, free: int, can_start_new: bool) -> list[TrialResult]:
         """Resume or stop suspended trials as the stopper says; returns the stopped ones."""
         if self.driver is None or not self._suspended:
             return []
         stopped = []
-        for command in self.driver.poll(free_slots=free, can_start_new=can_start_new):
+        commands = self.driver.poll(free_slots=free, can_start_new=can_start_new)
+        for command in commands if self._end is None else ():  # a goal reached: none resumes
             last = self._suspended.pop(str(command.trial_id), None)
             if last is None:
                 continue
@@ -321,7 +410,7 @@ class Master:
                 self.driver.complete(last.trial_id)
                 stopped.append(replace(last, status=TrialStatus.STOPPED))
         idle = not stopped and not self.dispatcher.in_flight and not self._to_start
-        if idle and not can_start_new:  # nothing runs and the stopper resumes nothing: end them
+        if (idle and not can_start_new) or self._end is not None:  # none will resume: end them
             for trial_id in list(self._suspended):
                 self.driver.complete(trial_id)
                 stopped.append(replace(self._suspended.pop(trial_id), status=TrialStatus.STOPPED))
@@ -330,8 +419,10 @@ class Master:
     def run_async(self) -> None:
         """Keep ``parallelism`` trials running; update the strategy with each result."""
         self._resume_strategy()
+        self._begin()
         with self._flushed_at_end():
-            self._keep_running()
+            exhausted = self._keep_running()
+        self._ended(exhausted=exhausted)
         self._checkpoint(final=True)
         self._check_failures(())  # a rerun of a failed job has no round: its table decides
 
@@ -356,7 +447,9 @@ class Master:
             raise
         self.store.flush()
 
-    def _keep_running(self) -> None:
+    def _keep_running(self) -> bool:
+        """Keep trials running until the budget is spent or a goal reached; whether the
+        strategy ran dry."""
         launched = len(self.state.trials)
         exhausted = False
         pending: dict[str, Config] = {}
@@ -375,13 +468,21 @@ class Master:
                     self.driver.start_trial(trial_id)
         while True:
             self.check()
+            ending = self._check_goals()
+            if ending and self._to_start:  # trials of an earlier run, not started again
+                for request in self._to_start:
+                    pending.pop(request.trial_id, None)
+                    if self.driver is not None:
+                        self.driver.complete(request.trial_id)
+                self._to_start.clear()
             self._scale()
             busy = self.dispatcher.in_flight + len(self._to_start)
-            can_start_new = not exhausted and launched < self.settings.num_iterations
+            can_start_new = not ending and not exhausted and launched < self.settings.num_iterations
             for stopped in self._run_commands(self.settings.parallelism - busy, can_start_new):
                 self._commit([pending.pop(stopped.trial_id)], [stopped])
             while (
-                not exhausted
+                not self._end
+                and not exhausted
                 and launched < self.settings.num_iterations
                 and self.dispatcher.in_flight + len(self._to_start) < self.settings.parallelism
             ):
@@ -404,7 +505,7 @@ class Master:
             if launching:  # one write: the running record, and what a restart must not
                 self._checkpoint()  # propose again (the candidates just sampled)
             if not pending:
-                return
+                return exhausted
             if self.dispatcher.in_flight:
                 for result in self._finish():
                     self._commit([pending.pop(result.trial_id)], [result])

@@ -57,6 +57,7 @@ class JobOverview:
     updated: float
     started: float  # when its first run started (older records: when it last changed)
     running: list[RunningTrial] = field(default_factory=list)
+    end_reason: str | None = None  # why it ended (budget, time budget, target, ...)
 
 
 def known_jobs(client: Any, *, namespace: str = keys.NAMESPACE) -> list[str]:
@@ -108,4 +109,5 @@ def overview(client: Any, job_id: str, *, namespace: str = keys.NAMESPACE) -> Jo
         updated=float(data.get("updated") or 0.0),
         started=float(data.get("started") or data.get("updated") or 0.0),
         running=running if data.get("status") == "running" else [],
+        end_reason=data.get("end_reason") or None,
     )

@@ -65,6 +65,8 @@ class HPOResult:
         warnings: what went wrong without failing the job (e.g. checkpoints not in the store).
         unsynced_checkpoints: the checkpoints that never reached the store, one dict each:
             ``trial_id``, ``checkpoint``, ``local_path``, ``store_url`` and ``error``.
+        end_reason: why the job ended (``budget: 20 trials``, ``time budget``, ``target
+            reached by trial 0007``, ``search space exhausted``, ``cancelled``, ``failed: ...``).
     """
 
     job_id: str
@@ -80,6 +82,7 @@ class HPOResult:
     best_checkpoint: str | None = None
     warnings: list[str] = field(default_factory=list)
     unsynced_checkpoints: list[dict[str, str]] = field(default_factory=list)
+    end_reason: str | None = None
 
     @classmethod
     def from_summary(cls, summary: dict[str, Any]) -> HPOResult:
@@ -98,6 +101,7 @@ class HPOResult:
             best_checkpoint=summary.get("best_checkpoint"),
             warnings=summary.get("warnings", []),
             unsynced_checkpoints=summary.get("unsynced_checkpoints", []),
+            end_reason=summary.get("end_reason"),
         )
 
 

@@ -14,6 +14,8 @@ These fields may change, because no score depends on them (:data:`MAY_CHANGE`):
 - ``parallelism`` (unless the stopper is ``pop``, whose population has ``parallelism`` slots),
   ``min_parallelism``, ``trial_timeout``, ``acquire_timeout``, ``retries``,
   ``max_failed_share``, ``resources``, ``cache``, ``cluster``, ``redis_url`` and ``name``.
+- ``budget`` (its ``time``: a resumed job has what its earlier runs left of it) and
+  ``objective.target``: when the job ends, not what it computes.
 - ``code`` may point elsewhere when the code base's content hash is the same.
 
 A job id is owned by the ``tenant`` of its first run: a run of it by another tenant is refused
@@ -64,6 +66,7 @@ logger = logging.getLogger(__name__)
 MAY_CHANGE = frozenset(
     {
         "acquire_timeout",
+        "budget",
         "cache",
         "cluster",
         "max_failed_share",
@@ -80,6 +83,9 @@ MAY_CHANGE = frozenset(
 """Fields of :class:`~ultron.spec.job.JobSpec` that a resumed job may change."""
 
 _FIX = "run with a new job id, or change it back"
+
+# Inside fields that may not change, what no score depends on: when the job ends.
+_GOALS = frozenset({"objective.target"})
 
 
 class _Absent:
@@ -123,7 +129,9 @@ def check_resume(
             issues += _tenant_issues(old_value, new[name])
             continue
         issues += [
-            _changed(path, old, value) for path, old, value in _diff(name, old_value, new[name])
+            _changed(path, old, value)
+            for path, old, value in _diff(name, old_value, new[name])
+            if path not in _GOALS
         ]
     issues += _code_issues(stored, spec, code_hash, stored_code_hash)
     old_loop = stored.get("loop") or ("async" if stored.get("early_stopping") else "batch")

@@ -134,6 +134,7 @@ class SimulatedDispatcher:
         # Kept across suspensions: a resumed trial goes on from its checkpoint, on the same curve.
         self._curves: dict[str, LearningCurve] = {}
         self.progress: dict[str, int] = {}  # steps done per trial
+        self._stopping: set[str] = set()  # asked to stop (the job's goal was reached)
 
     @property
     def in_flight(self) -> int:
@@ -178,11 +179,22 @@ class SimulatedDispatcher:
             self._events, (self.clock.now + running.curve.durations[step], self._seq, trial_id)
         )
 
+    def request_stop(self, reason: str, grace_s: float) -> list[str]:
+        """Ask the running trials to stop: each returns at its next step (a cooperative model)."""
+        self._stopping.update(self._running)
+        return sorted(self._running)
+
     def wait_one(
-        self, wake: Callable[[], bool] | None = None
+        self, wake: Callable[[], bool] | None = None, timeout: float | None = None
     ) -> tuple[TrialResult, list[dict[str, Any]]] | None:
-        """Advance the clock to the next trial that returns; its result and curve."""
+        """Advance the clock to the next trial that returns; its result and curve (``None``,
+        the clock ``timeout`` later, when no trial returns before then). ``wake`` is not asked:
+        nothing changes a simulated job's parallelism while it runs."""
+        deadline = None if timeout is None else self.clock.now + timeout
         while True:
+            if deadline is not None and (not self._events or self._events[0][0] > deadline):
+                self.clock.now = max(self.clock.now, deadline)
+                return None
             now, _, trial_id = heapq.heappop(self._events)
             self.clock.now = now
             running = self._running[trial_id]
@@ -195,6 +207,8 @@ class SimulatedDispatcher:
             if self.driver is not None:
                 self.driver.feed(report)
                 told = self.driver.decided(trial_id)
+            if trial_id in self._stopping:
+                told = Decision.STOP
             if told in (Decision.STOP, Decision.SUSPEND) or step >= len(running.curve.values):
                 del self._running[trial_id]
                 request = running.request
@@ -310,6 +324,7 @@ def simulate_job(
         on_result=record,
         driver=driver,
         check=reached,
+        clock=lambda: clock.now,  # a job goal's seconds are simulated ones
     )
     with contextlib.suppress(_TargetReached):
         master.run_async()

@@ -31,6 +31,7 @@ from ultron.datamanager.spec import DataSpec
 from ultron.errors import SpecError
 from ultron.paths import check_job_id
 from ultron.spec.archive_rules import ARCHIVE_SUFFIXES
+from ultron.spec.budget import MAX_ITERATIONS, Budget
 from ultron.spec.cluster import ClusterSpec, LocalCluster
 from ultron.spec.paper import PAPER_KEY_NAMES, from_paper
 from ultron.spec.sections import EarlyStopping, Objective, Resources
@@ -49,16 +50,15 @@ __all__ = [
     "MAX_RETRIES",
     "MAX_SEED",
     "MAX_TIMEOUT_S",
+    "Budget",
     "EarlyStopping",
     "JobSpec",
     "Objective",
     "Resources",
 ]
 
-# A job keeps every trial in its trial table (Redis) and its result files; past this many
-# trials a job is a mistake (a typo, an extra zero) more often than a plan.
-MAX_ITERATIONS = 100_000
-# The upper bounds of the other counts and times: past them a value is a typo, not a plan.
+# The upper bounds of the other counts and times (MAX_ITERATIONS is the budget's): past them a
+# value is a typo, not a plan.
 MAX_PARALLELISM = 10_000
 MAX_RETRIES = 100
 MAX_TIMEOUT_S = 30 * 24 * 3600  # 30 days, for trial_timeout and acquire_timeout
@@ -140,6 +140,11 @@ class JobSpec(Strict):
         ge=1,
         strict=True,
         description=f"Budget: number of trials (1 to {MAX_ITERATIONS}).",
+    )
+    budget: Budget = Field(
+        default_factory=Budget,
+        description="What the job may spend: trials (the same as num_iterations) and time "
+        "(wall clock, e.g. 2h); the job ends at the first limit reached.",
     )
     loop: Literal["batch", "async"] | None = Field(
         default=None,
@@ -230,6 +235,33 @@ class JobSpec(Strict):
         if issues:
             raise rule_error(issues[0].rule, issues[0].fix)
         return mapped
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_trial_budget(cls, data: Any) -> Any:
+        """``budget.trials`` is another way to write ``num_iterations``, which keeps the number
+        (so a dumped spec with ``num_iterations`` overridden stays valid)."""
+        if not isinstance(data, dict) or not isinstance(data.get("budget"), dict):
+            return data
+        trials = data["budget"].get("trials")
+        if trials is None or data.get("num_iterations") is not None:
+            return data  # both set: _trials_once compares them
+        budget = {k: v for k, v in data["budget"].items() if k != "trials"}
+        return {**data, "num_iterations": trials, "budget": budget}
+
+    @field_validator("budget")
+    @classmethod
+    def _trials_once(cls, value: Budget, info: ValidationInfo) -> Budget:
+        count = info.data.get("num_iterations")
+        if value.trials is None or count is None:
+            return value
+        if value.trials != count:
+            raise rule_error(
+                f"it sets trials to {value.trials}, and num_iterations is {count}: they are "
+                "one number",
+                "set one of budget.trials and num_iterations, or both to the same value",
+            )
+        return value.model_copy(update={"trials": None})
 
     @field_validator("data")
     @classmethod

@@ -36,6 +36,14 @@ class Objective(Strict):
     mode: Direction = Field(
         default=Direction.MINIMIZE, description="minimize (a loss) or maximize (an accuracy)."
     )
+    target: float | None = Field(
+        default=None,
+        description="A value good enough: the job ends at the first trial whose score reaches "
+        "it (at most it when minimizing, at least it when maximizing), with the reason "
+        "'target reached by trial N'.",
+    )
+
+    _target_not_bool = field_validator("target", mode="before")(not_a_bool)
 
 
 class Resources(Strict):

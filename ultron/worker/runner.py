@@ -72,7 +72,8 @@ def _fresh_processes() -> bool:
 
 
 class ForcedStop(Exception):
-    """Early stopping ended the trial and it did not return within its grace period."""
+    """The trial was asked to stop (early stopping, the job's goal) and did not return within
+    its grace period."""
 
 
 _clients: dict[str, Any] = {}
@@ -87,10 +88,8 @@ def _redis(url: str) -> Any:
 
 
 def _wait_for_answer(process: WarmProcess, request: TrialRequest) -> dict[str, Any]:
-    """The trial's answer; with early stopping, a trial that ignores a stop is killed after
-    its grace period (ForcedStop)."""
-    if not request.stream_reports:
-        return process.receive(request.timeout)
+    """The trial's answer; a trial that ignores a stop (early stopping, the job's goal reached,
+    a cancellation) is killed after its grace period (ForcedStop)."""
     deadline = None if request.timeout is None else time.monotonic() + request.timeout
     key = keys.trial_stop(request.job_id, request.trial_id)
     while True:
@@ -101,8 +100,10 @@ def _wait_for_answer(process: WarmProcess, request: TrialRequest) -> dict[str, A
             if deadline is not None and time.monotonic() >= deadline:
                 raise
         raw = _redis(request.redis_url).get(key)
-        if raw and time.time() - json.loads(raw)["at"] > request.grace_period:
-            raise ForcedStop(json.loads(raw)["decision"])
+        if raw:
+            stop = json.loads(raw)
+            if time.time() - stop["at"] > stop.get("grace", request.grace_period):
+                raise ForcedStop(stop["decision"])
 
 
 def _last_reported(request: TrialRequest) -> float | None:
@@ -172,7 +173,7 @@ def run_trial(request_data: dict[str, Any]) -> dict[str, Any]:
         status, extra = TrialStatus.TIMEOUT, {"error": error}
     except ForcedStop as exc:
         process.kill()
-        error = f"early stopping ({exc}) and the model did not return within the grace period"
+        error = f"asked to stop ({exc}) and the model did not return within the grace period"
         status, extra = TrialStatus.STOPPED, {"error": error, "score": _last_reported(request)}
     except ProcessDied as exc:
         process.kill()

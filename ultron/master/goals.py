@@ -1,0 +1,104 @@
+"""A job's own goals and the reason it ended.
+
+Besides its trial count (``num_iterations``), a job may have a wall-clock budget
+(``budget.time``) and a target score (``objective.target``); POP's ``max_time`` and ``target``
+(``early_stopping.options``) are the same two goals when the spec sets no other. The master's
+loops (:mod:`ultron.master.loops`) read :class:`JobGoals`; when a goal is reached they start no
+trial, ask the running ones to stop and end the job ``completed`` with a :class:`JobEnd`.
+
+Example:
+    >>> goals = JobGoals(target=0.9, direction=Direction.MAXIMIZE)
+    >>> goals.reached(0.95), goals.reached(0.5), goals.reached(None)
+    (True, False, False)
+    >>> str(JobEnd(EndKind.TARGET, trial_id="0007"))
+    'target reached by trial 0007'
+    >>> str(JobEnd(EndKind.TRIALS, trials=20))
+    'budget: 20 trials'
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import StrEnum
+
+from ultron.algorithms.base import Direction
+from ultron.spec.job import JobSpec
+
+__all__ = ["EndKind", "JobEnd", "JobGoals"]
+
+
+class EndKind(StrEnum):
+    """Why a job ended."""
+
+    TRIALS = "budget"  # num_iterations trials scored
+    TIME = "time budget"
+    TARGET = "target reached"
+    EXHAUSTED = "search space exhausted"  # the strategy had no more candidates
+    CANCELLED = "cancelled"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class JobEnd:
+    """How a job ended, as ``best.json``, ``ultron status`` and the flow run say it.
+
+    Attributes:
+        kind: why.
+        trial_id: the trial that reached the target (``TARGET``).
+        trials: the trial budget (``TRIALS``).
+        error: what failed (``FAILED``).
+    """
+
+    kind: EndKind
+    trial_id: str | None = None
+    trials: int | None = None
+    error: str | None = None
+
+    def __str__(self) -> str:
+        if self.kind is EndKind.TARGET and self.trial_id is not None:
+            return f"{self.kind} by trial {self.trial_id}"
+        if self.kind is EndKind.TRIALS and self.trials is not None:
+            return f"{self.kind}: {self.trials} trials"
+        if self.kind is EndKind.FAILED and self.error:
+            return f"{self.kind}: {self.error}"
+        return str(self.kind)
+
+
+@dataclass(frozen=True)
+class JobGoals:
+    """The goals that end a job before its trial budget.
+
+    Attributes:
+        time_s: seconds of search over all the job's runs (``None``: no limit).
+        target: the score that is good enough (``None``: none).
+        direction: whether lower (minimize) or higher scores are better.
+    """
+
+    time_s: float | None = None
+    target: float | None = None
+    direction: Direction = Direction.MINIMIZE
+
+    @classmethod
+    def of(cls, spec: JobSpec) -> JobGoals:
+        """The goals of a job spec: its own, or its POP stopper's ``max_time`` and ``target``
+        (the latter only when POP judges the objective's metric)."""
+        time_s, target = spec.budget.time, spec.objective.target
+        stopping = spec.early_stopping
+        if stopping is not None and stopping.type == "pop":
+            options = stopping.options
+            if time_s is None and options.get("max_time") is not None:
+                time_s = float(options["max_time"])
+            same_metric = stopping.metric in (None, spec.objective.metric)
+            if target is None and same_metric and options.get("target") is not None:
+                target = float(options["target"])
+        return cls(time_s=time_s, target=target, direction=spec.objective.mode)
+
+    def reached(self, score: float | None) -> bool:
+        """Whether ``score`` reaches the target: at least it when maximizing, at most it when
+        minimizing (never without a target or a score)."""
+        if self.target is None or score is None or math.isnan(score):
+            return False
+        if self.direction is Direction.MAXIMIZE:
+            return score >= self.target
+        return score <= self.target
