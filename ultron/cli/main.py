@@ -189,7 +189,9 @@ def run(
     console.print(f"[bold green]best {metric}[/]: {result.best_score}")
     console.print(f"[bold green]best configuration[/]: {result.best_config}")
     console.print(
-        f"job {escape(job_id)} {escape(result.status)}: {len(result.trials)} trials "
+        f"job {escape(job_id)} {escape(result.status)}"
+        + (f" ({escape(result.end_reason)})" if result.end_reason else "")
+        + f": {len(result.trials)} trials "
         f"({result.cache_hits} from the score cache); results in {escape(result.results_url)}\n"
         f"log: {escape(str(log_path))}",
         soft_wrap=True,

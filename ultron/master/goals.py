@@ -18,14 +18,20 @@ Example:
 
 from __future__ import annotations
 
+import logging
 import math
-from dataclasses import dataclass
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from ultron.algorithms.base import Direction
 from ultron.spec.job import JobSpec
+from ultron.trial_records import TrialResult
 
-__all__ = ["EndKind", "JobEnd", "JobGoals"]
+__all__ = ["EndKind", "GoalWatch", "JobEnd", "JobGoals"]
+
+logger = logging.getLogger(__name__)
 
 
 class EndKind(StrEnum):
@@ -102,3 +108,76 @@ class JobGoals:
         if self.direction is Direction.MAXIMIZE:
             return score >= self.target
         return score <= self.target
+
+
+@dataclass
+class GoalWatch:
+    """One run of a search, watched against its goals (the master's loops hold one).
+
+    Call :meth:`begin` when the search starts, :meth:`check_time` before starting trials,
+    :meth:`check_target` with each result and :meth:`finish` when the loop is over. The first
+    goal reached sets :attr:`end` and asks the running trials to stop (``request_stop``, the
+    dispatcher's); the loops then start nothing more.
+
+    Attributes:
+        goals: the job's goals.
+        request_stop: ``(reason, grace_s) -> trial ids``: asks the running trials to stop.
+        clock: seconds, the dispatcher's time (simulated in a simulation).
+        grace_s: how long a trial asked to stop has to return.
+        end: the goal reached (``None`` while the search goes on).
+        stopping: the trials asked to stop for it.
+    """
+
+    goals: JobGoals
+    request_stop: Callable[[str, float], list[str]]
+    clock: Callable[[], float] = time.monotonic
+    grace_s: float = 30.0
+    end: JobEnd | None = None
+    stopping: set[str] = field(default_factory=set)
+    _spent_before: float = 0.0
+    _started: float | None = None
+
+    def begin(self, spent_before: float) -> None:
+        """Start this run's clock on the seconds the job's earlier runs spent."""
+        self._spent_before, self._started = spent_before, self.clock()
+
+    def elapsed(self) -> float:
+        """Seconds of search over the job's runs."""
+        if self._started is None:
+            return self._spent_before
+        return self._spent_before + self.clock() - self._started
+
+    def time_left(self) -> float | None:
+        """Seconds left of the time budget (``None``: no time budget)."""
+        if self.goals.time_s is None:
+            return None
+        return max(0.0, self.goals.time_s - self.elapsed())
+
+    def check_time(self) -> bool:
+        """Whether a goal has ended the search (the time budget is checked now)."""
+        if self.end is None and self.time_left() == 0.0:
+            self.reach(JobEnd(EndKind.TIME))
+        return self.end is not None
+
+    def check_target(self, results: Sequence[TrialResult]) -> None:
+        """End the search at the first of ``results`` whose score reaches the target."""
+        for result in results:
+            if result.status.ok and self.goals.reached(result.score):
+                self.reach(JobEnd(EndKind.TARGET, trial_id=result.trial_id))
+                return
+
+    def reach(self, end: JobEnd) -> None:
+        """A goal is reached: the running trials are asked to stop (once, for the first)."""
+        if self.end is not None:
+            return
+        self.end = end
+        self.stopping.update(self.request_stop(str(end), self.grace_s))
+        logger.info("%s: no trial starts; running trials %s stop", end, sorted(self.stopping))
+
+    def finish(self, *, exhausted: bool, trials: int) -> JobEnd:
+        """Why the search ended: its goal, or the strategy running dry, or the trial budget."""
+        if self.end is None:
+            self.end = (
+                JobEnd(EndKind.EXHAUSTED) if exhausted else JobEnd(EndKind.TRIALS, trials=trials)
+            )
+        return self.end

@@ -30,7 +30,7 @@ from ultron.algorithms.space import Config, canonical
 from ultron.algorithms.stoppers.base import Decision
 from ultron.errors import JobFailedError
 from ultron.master.early_stopping import StopperDriver
-from ultron.master.goals import EndKind, JobEnd, JobGoals
+from ultron.master.goals import EndKind, GoalWatch, JobEnd, JobGoals
 from ultron.master.interfaces import Cache, Dispatcher, Elastic, OnResult, Store
 from ultron.master.job_state import JobState
 from ultron.master.strategy_log import StrategyLog
@@ -110,10 +110,7 @@ class Master:
     _suspended: dict[str, TrialResult] = field(default_factory=dict)
     _calls: StrategyLog | None = None
     _failed: list[TrialResult] | None = None  # the failures in the table, counted as they come
-    _end: JobEnd | None = None  # a goal reached: no trial starts, the running ones stop
-    _stopping: set[str] = field(default_factory=set)  # trials asked to stop for it
-    _started: float | None = None  # the clock when this run's search began
-    _spent_before: float = 0.0  # search seconds of the job's earlier runs
+    _watch: GoalWatch | None = None
 
     @property
     def calls(self) -> StrategyLog:
@@ -205,6 +202,7 @@ class Master:
     def _finish(self) -> list[TrialResult]:
         """Wait for one trial; returns it and the repeats that waited for it (nothing when it
         was suspended, when the scaler woke the loop first or when the time budget ran out)."""
+        watch = self.watch
         woke = False
 
         def wake() -> bool:
@@ -214,18 +212,18 @@ class Master:
 
         waited = self.dispatcher.wait_one(
             wake=wake if self.scaler is not None else None,
-            timeout=None if self._end else self._time_left(),
+            timeout=None if watch.end else watch.time_left(),
         )
         if waited is None:
             if not woke:  # the time budget ran out while the trials ran
-                self._reach(JobEnd(EndKind.TIME))
+                watch.reach(JobEnd(EndKind.TIME))
             return []
         returned, curve = waited
         self.state.curves.setdefault(returned.trial_id, []).extend(curve)
         result = self._judge(returned)
         if result is None:
             return []
-        if result.trial_id in self._stopping and result.status is TrialStatus.COMPLETED:
+        if result.trial_id in watch.stopping and result.status is TrialStatus.COMPLETED:
             # Asked to stop: its score may be of a model cut short, so never a full score
             # (nor one for the cache).
             result = replace(result, status=TrialStatus.STOPPED)
@@ -252,61 +250,25 @@ class Master:
             )
         for r in done:
             self.on_result(self.state, self.dispatcher.in_flight, r)
-        self._check_target(done)
+        watch.check_target(done)
         return done
 
-    def _elapsed(self) -> float:
-        """Seconds of search over the job's runs (this one's from its start)."""
-        if self._started is None:
-            return self._spent_before
-        return self._spent_before + self.clock() - self._started
-
-    def _time_left(self) -> float | None:
-        """Seconds left of the time budget (``None``: no time budget)."""
-        if self.goals.time_s is None:
-            return None
-        return max(0.0, self.goals.time_s - self._elapsed())
-
-    def _check_goals(self) -> bool:
-        """Whether a goal has ended the search (the time budget is checked now)."""
-        if self._end is None and self._time_left() == 0.0:
-            self._reach(JobEnd(EndKind.TIME))
-        return self._end is not None
-
-    def _check_target(self, results: Sequence[TrialResult]) -> None:
-        for result in results:
-            if result.status.ok and self.goals.reached(result.score):
-                self._reach(JobEnd(EndKind.TARGET, trial_id=result.trial_id))
-                return
-
-    def _reach(self, end: JobEnd) -> None:
-        """A goal is reached: start nothing more, ask the running trials to stop."""
-        if self._end is not None:
-            return
-        self._end = end
-        self._stopping.update(self.dispatcher.request_stop(str(end), self.grace_s))
-        logger.info("%s: no trial starts; running trials %s stop", end, sorted(self._stopping))
+    @property
+    def watch(self) -> GoalWatch:
+        """The search watched against the job's goals."""
+        if self._watch is None:
+            request_stop = self.dispatcher.request_stop
+            self._watch = GoalWatch(self.goals, request_stop, self.clock, self.grace_s)
+        return self._watch
 
     def _begin(self) -> None:
         """Start this run's clock (after the strategy's replay) on what earlier runs spent."""
-        self._spent_before = self.state.search_seconds
-        self._started = self.clock()
-        self._check_target(self.state.trials)  # a resumed job whose table reached it ends now
+        self.watch.begin(self.state.search_seconds)
+        self.watch.check_target(self.state.trials)  # a resumed job whose table reached it ends
 
     def _ended(self, *, exhausted: bool) -> None:
-        """Record why the search ended."""
-        if self._end is None:
-            self._end = (
-                JobEnd(EndKind.EXHAUSTED)
-                if exhausted
-                else JobEnd(EndKind.TRIALS, trials=self.settings.num_iterations)
-            )
-        self.state.end_reason = str(self._end)
-
-    @property
-    def end(self) -> JobEnd | None:
-        """Why the search ended (``None`` while it runs)."""
-        return self._end
+        end = self.watch.finish(exhausted=exhausted, trials=self.settings.num_iterations)
+        self.state.end_reason = str(end)
 
     def _commit(self, candidates: list[Config], results: list[TrialResult]) -> None:
         """Hand scores to the strategy and checkpoint the state."""
@@ -323,7 +285,7 @@ class Master:
     def _checkpoint(self, new: Sequence[TrialResult] = (), *, final: bool = False) -> None:
         """Save the strategy's and the stopper's state, with the ``new`` rows of the table."""
         snapshot, logged = self.calls.checkpoint(len(self.state.trials), final=final)
-        self.state.search_seconds = round(self._elapsed(), 3)
+        self.state.search_seconds = round(self.watch.elapsed(), 3)
         if snapshot is not None:
             self.state.algorithm = snapshot
         if self.driver is not None:
@@ -361,7 +323,7 @@ class Master:
         """Rounds until the budget is spent or a goal reached; whether the strategy ran dry."""
         while self.budget_left > 0:
             self.check()
-            if self._check_goals():
+            if self.watch.check_time():
                 return False
             self._scale()
             wanted = min(self.settings.parallelism, self.budget_left)
@@ -381,6 +343,7 @@ class Master:
                 if answered is not None:
                     results[trial_id] = answered
             self._start_launched()
+            self.watch.check_target(list(results.values()))  # a cached answer may reach it
             self.store.flush()  # the round's running record
             while self.dispatcher.in_flight:
                 results.update((r.trial_id, r) for r in self._finish())
@@ -395,7 +358,7 @@ class Master:
             return []
         stopped = []
         commands = self.driver.poll(free_slots=free, can_start_new=can_start_new)
-        for command in commands if self._end is None else ():  # a goal reached: none resumes
+        for command in commands if self.watch.end is None else ():  # a goal reached: none resumes
             last = self._suspended.pop(str(command.trial_id), None)
             if last is None:
                 continue
@@ -410,7 +373,7 @@ class Master:
                 self.driver.complete(last.trial_id)
                 stopped.append(replace(last, status=TrialStatus.STOPPED))
         idle = not stopped and not self.dispatcher.in_flight and not self._to_start
-        if (idle and not can_start_new) or self._end is not None:  # none will resume: end them
+        if (idle and not can_start_new) or self.watch.end is not None:  # none will resume: end them
             for trial_id in list(self._suspended):
                 self.driver.complete(trial_id)
                 stopped.append(replace(self._suspended.pop(trial_id), status=TrialStatus.STOPPED))
@@ -468,7 +431,7 @@ class Master:
                     self.driver.start_trial(trial_id)
         while True:
             self.check()
-            ending = self._check_goals()
+            ending = self.watch.check_time()
             if ending and self._to_start:  # trials of an earlier run, not started again
                 for request in self._to_start:
                     pending.pop(request.trial_id, None)
@@ -481,7 +444,7 @@ class Master:
             for stopped in self._run_commands(self.settings.parallelism - busy, can_start_new):
                 self._commit([pending.pop(stopped.trial_id)], [stopped])
             while (
-                not self._end
+                self.watch.end is None
                 and not exhausted
                 and launched < self.settings.num_iterations
                 and self.dispatcher.in_flight + len(self._to_start) < self.settings.parallelism
@@ -496,6 +459,7 @@ class Master:
                 answered = self._launch(trial_id, config, hit[0])
                 if answered is not None:
                     self._commit([config], [answered])
+                    self.watch.check_target([answered])
                 else:
                     pending[trial_id] = config
                     if self.driver is not None:

@@ -49,8 +49,8 @@ def parse_duration(value: Any) -> float:
             if part is None or part.end() == at:
                 raise ValueError(f"{value!r} is not a duration")
             number, unit = part.groups()
-            if not unit and part.end() < len(text.rstrip()):
-                raise ValueError(f"{value!r} has a number without a unit before its end")
+            if not unit and (at > 0 or part.end() < len(text)):
+                raise ValueError(f"{value!r} has a number without its unit")
             try:
                 seconds += float(parse_timedelta(f"{number}{unit}", default="s"))
             except (KeyError, ValueError) as exc:

@@ -118,6 +118,7 @@ ALLOWED: dict[str, Any] = {
     "resources": {"cpu": 2, "memory": "1Gi"},
     "cache": False,
     "cluster": {"type": "address", "address": "tcp://127.0.0.1:8786"},
+    "budget": {"time": "2h"},
 }
 
 
@@ -144,6 +145,12 @@ def test_a_job_id_is_owned_by_its_tenant() -> None:
     del older["tenant"]  # stored by an ultron without tenants: it was the default tenant's
     assert list(_refused(older, _spec(tenant="team-b"))) == ["tenant"]
     check_resume(older, _spec(tenant="default"))
+
+
+def test_the_target_may_change_and_the_rest_of_the_objective_may_not() -> None:
+    check_resume(_stored(), _spec(objective={"target": 0.1}), trials_done=4)
+    issues = _refused(_stored(), _spec(objective={"metric": "loss", "target": 0.1}))
+    assert list(issues) == ["objective.metric"]
 
 
 def test_num_iterations_may_not_drop_below_the_trials_done() -> None:

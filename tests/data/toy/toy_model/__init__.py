@@ -223,3 +223,18 @@ class Timed:
         start = time.time()
         time.sleep(float(hyperparameters.get("sleep", 2.0)))
         return {"loss": float(hyperparameters["x"]), "start": start, "end": time.time()}
+
+
+class Clocked:
+    """Trains ``sleep`` seconds (default 2) in steps of 0.25 s, reporting ``score`` = ``x`` after
+    each (it stops when told to); logs its start and end with the wall time."""
+
+    def score(self, hyperparameters: dict, checkpoint_path: str, resume: bool) -> float:
+        x = float(hyperparameters["x"])
+        _log(event="start", x=x, at=time.time())
+        for step in range(round(float(hyperparameters.get("sleep", 2.0)) / 0.25)):
+            time.sleep(0.25)
+            if not ultron.report(step, score=x):
+                break
+        _log(event="end", x=x, at=time.time())
+        return x
