@@ -12,6 +12,7 @@ import redis
 
 import ultron
 from ultron.master.overview import overview
+from ultron.paths import artifact_key
 from ultron.trial_records import TrialStatus
 
 TOY = Path(__file__).parents[2] / "tests" / "data" / "toy"
@@ -31,6 +32,19 @@ def calls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("TOY_CALLS_FILE", str(path))
     monkeypatch.setenv("ULTRON_CANCEL_GRACE", str(GRACE_S))
     return path
+
+
+def _summary_artifact(job_id: str) -> str:
+    """The markdown of the job's summary artifact on the flow run."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    key = artifact_key(job_id, "summary")
+    with get_client(sync_client=True) as client:
+        found = client.read_artifacts(
+            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key]))
+        )
+    return str(found[0].data)
 
 
 def _run(tmp_path: Path, redis_url: str, **fields: Any) -> ultron.HPOResult:
@@ -101,3 +115,4 @@ def test_a_target_ends_the_job_at_the_first_trial_that_reaches_it(
     assert len(_events(calls, "start")) == len(result.trials) < 10
     best = json.loads(Path(result.files["best.json"]).read_text())
     assert best["end_reason"] == result.end_reason
+    assert f"Ended: {result.end_reason}" in _summary_artifact(result.job_id)

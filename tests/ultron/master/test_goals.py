@@ -138,3 +138,24 @@ def test_the_reasons_read_as_users_see_them() -> None:
     minimize = JobGoals(target=0.1)
     assert minimize.reached(0.1) and minimize.reached(0.05) and not minimize.reached(0.2)
     assert not minimize.reached(float("nan"))
+
+
+@pytest.mark.parametrize("loop", ["batch", "async"])
+def test_a_resumed_job_whose_time_is_spent_ends_at_once(loop: str) -> None:
+    # Its trials that were running when the last run stopped are not started again either.
+    clock = SimulatedClock()
+    dispatcher = _Recording(clock)
+    master = Master(
+        settings=SearchSettings(num_iterations=40, parallelism=2),
+        strategy=GridSearch(SPACE),
+        cache=MemoryCache(),
+        dispatcher=dispatcher,
+        store=MemoryStore("job"),
+        state=JobState("job", search_seconds=10.0, next_trial=2),
+        goals=JobGoals(time_s=10.0),
+        clock=lambda: clock.now,
+        interrupted={"0001": {"x": 1}},
+    )
+    master.run_batch() if loop == "batch" else master.run_async()
+    assert master.state.end_reason == "time budget"
+    assert dispatcher.started_at == {} and master.state.trials == []
