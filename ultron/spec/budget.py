@@ -21,11 +21,12 @@ from pydantic import Field, field_validator
 
 from ultron.spec.space import Strict, not_a_bool, rule_error
 
-__all__ = ["MAX_ITERATIONS", "Budget", "parse_duration"]
+__all__ = ["MAX_ITERATIONS", "MAX_TIME_S", "Budget", "parse_duration"]
 
 # A job keeps every trial in its trial table (Redis) and its result files; past this many
 # trials a job is a mistake (a typo, an extra zero) more often than a plan.
 MAX_ITERATIONS = 100_000
+MAX_TIME_S = 365 * 24 * 3600  # a year: a longer time budget is a typo (an extra digit, d for h)
 
 _PART = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([A-Za-z]*)")
 
@@ -95,13 +96,16 @@ class Budget(Strict):
         default=None,
         ge=1,
         le=MAX_ITERATIONS,
+        strict=True,
         description=f"Number of trials (1 to {MAX_ITERATIONS}); the same as num_iterations.",
     )
     time: float | None = Field(
         default=None,
         gt=0,
+        le=MAX_TIME_S,
         description="Wall-clock time of the search: 90s, 20 s, 45m, 2h, 1h30m (a bare number "
-        "is seconds), counted over the job's runs (a resumed job has what is left).",
+        "is seconds; at most 365 days), counted over the job's runs (a resumed job has what is "
+        "left).",
     )
 
     _trials_not_bool = field_validator("trials", mode="before")(not_a_bool)

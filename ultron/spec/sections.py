@@ -38,6 +38,7 @@ class Objective(Strict):
     )
     target: float | None = Field(
         default=None,
+        strict=True,
         description="A value good enough: the job ends at the first trial whose score reaches "
         "it (at most it when minimizing, at least it when maximizing), with the reason "
         "'target reached by trial N'.",

@@ -88,3 +88,9 @@ def test_a_target_is_a_number() -> None:
     issue = _issue(objective={"target": True})
     assert issue.field == "objective.target"
     assert _issue(objective={"target": "high"}).field == "objective.target"
+
+
+def test_a_time_budget_past_a_year_is_a_typo() -> None:
+    assert _load(budget={"time": "365d"}).budget.time == 365 * 24 * 3600
+    issue = _issue(budget={"time": "400d"})
+    assert issue.field == "budget.time" and issue.fix
