@@ -103,6 +103,7 @@ class Budget(Strict):
         default=None,
         gt=0,
         le=MAX_TIME_S,
+        strict=True,  # after _duration: a text with units is read there, into seconds
         description="Wall-clock time of the search: 90s, 20 s, 45m, 2h, 1h30m (a bare number "
         "is seconds; at most 365 days), counted over the job's runs (a resumed job has what is "
         "left).",
