@@ -3,6 +3,7 @@ and a target end the search, start no trial after, stop the running ones, and na
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -14,7 +15,7 @@ from ultron.master.loops import Master, SearchSettings
 from ultron.simulation.benchmark import LearningCurve, SimulatedClock
 from ultron.simulation.jobs import MemoryCache, MemoryStore, SimulatedDispatcher
 from ultron.spec.job import JobSpec
-from ultron.trial_records import TrialRequest, TrialStatus
+from ultron.trial_records import TrialRequest, TrialResult, TrialStatus
 
 SPACE = SearchSpace({"x": Choice(tuple(range(40)))})
 
@@ -85,6 +86,54 @@ def test_a_target_ends_the_search_at_the_first_trial_that_reaches_it(loop: str) 
     assert all(at < returned for at in dispatcher.started_at.values())
     later = [t for t in master.state.trials if t.trial_id > "0004"]
     assert all(t.status is TrialStatus.STOPPED for t in later)
+
+
+class _Waking(_Recording):
+    """Asks ``wake`` before it waits, as the real dispatcher does while no trial is done."""
+
+    def wait_one(
+        self, wake: Callable[[], bool] | None = None, timeout: float | None = None
+    ) -> tuple[TrialResult, list[dict[str, Any]]] | None:
+        if wake is not None and wake():
+            return None
+        return super().wait_one(wake, timeout)
+
+
+class _ScaledOnce:
+    """Stands in for the Scaler (the real one needs a limiter and workers: here only how the
+    loops take a wake beside a time budget is tested): wakes the loop once, then allows 2."""
+
+    def __init__(self) -> None:
+        self.asked = False
+
+    def wake(self) -> bool:
+        first, self.asked = not self.asked, True
+        return first
+
+    def poll(self, in_flight: int) -> int:
+        return 2 if self.asked else 3
+
+
+@pytest.mark.parametrize("loop", ["batch", "async"])
+def test_a_scaler_waking_the_loop_is_not_the_time_budget_running_out(loop: str) -> None:
+    clock = SimulatedClock()
+    dispatcher = _Waking(clock)
+    master = Master(
+        settings=SearchSettings(num_iterations=40, parallelism=3),
+        strategy=GridSearch(SPACE),
+        cache=MemoryCache(),
+        dispatcher=dispatcher,
+        store=MemoryStore("job"),
+        state=JobState("job"),
+        scaler=_ScaledOnce(),
+        goals=JobGoals(time_s=7.5, direction=Direction.MAXIMIZE),
+        clock=lambda: clock.now,
+    )
+    master.run_batch() if loop == "batch" else master.run_async()
+    assert master.state.end_reason == "time budget"
+    assert master.settings.parallelism == 2
+    assert 7.5 <= clock.now <= 7.5 + 1.0  # it ran until the budget, not until the wake
+    assert 6.0 < max(dispatcher.started_at.values()) < 7.5
 
 
 def test_a_resumed_job_counts_the_time_its_earlier_runs_spent() -> None:
