@@ -26,6 +26,7 @@ from ultron.limiter.lease_keeper import LeaseKeeper
 from ultron.limiter.limits import read_max_units, read_tenant_max_units
 from ultron.limiter.resource_limiter import Lease, ResourceLimiter
 from ultron.master.cancel import CANCEL
+from ultron.master.job_state import JobStatus, JobStore
 from ultron.paths import scratch_dir
 from ultron.redis.client import connect
 from ultron.settings import settings
@@ -145,6 +146,7 @@ def acquire_resources(
         check=lambda: CANCEL.raise_if_requested(job_id),
     )
     keeper = LeaseKeeper(limiter, lease).start()
+    JobStore(client, job_id).set_status(JobStatus.RUNNING)  # queued no more: it holds units
     cluster: ClusterHandle | None = None
     try:
         # min_parallelism: what is free up to parallelism now; the master grows it later.

@@ -17,7 +17,7 @@ from prefect.artifacts import (
 from prefect.cache_policies import NONE
 
 from ultron.master.goals import EndKind, JobEnd
-from ultron.master.job_state import JobState, JobStatus, JobStore
+from ultron.master.job_state import JobState, JobStatus, JobStore, trial_counts
 from ultron.master.results import best_trial, leaderboard, write_results
 from ultron.paths import artifact_key, job_results_url, remove_tree, scratch_dir
 from ultron.redis.client import connect
@@ -176,6 +176,7 @@ def _artifacts(
     best = board[0] if board else None
     text = (
         f"# {spec.name}: {state.status}\n\nEnded: {state.end_reason}\n\n"
+        + (f"Trials: {trial_counts(state.trials)}\n\n" if state.trials else "")
         + (
             f"Best {spec.objective.metric}: **{best.score}** with `{best.hyperparameters}`\n"
             if best

@@ -22,7 +22,7 @@ from prefect.artifacts import (
     update_progress_artifact,
 )
 
-from ultron.master.job_state import JobState
+from ultron.master.job_state import JobState, JobStatus, trial_counts
 from ultron.master.progress import ProgressEvent, emit
 from ultron.master.results import best_trial, leaderboard
 from ultron.paths import artifact_key
@@ -164,8 +164,8 @@ class JobMonitor:
                     leaderboard_rows(trials, self.spec),
                     key=artifact_key(self.job_id, "leaderboard"),
                     description=redact(
-                        f"{self.spec.name}: {len(trials)} of {self.spec.num_iterations} "
-                        f"trials; {shown}"
+                        f"{self.spec.name}: {JobStatus.RUNNING}, {len(trials)} of "
+                        f"{self.spec.num_iterations} trials ({trial_counts(trials)}); {shown}"
                     ),
                 )
         except Exception:  # the artifacts are for the UI; the job goes on without them

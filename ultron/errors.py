@@ -12,6 +12,7 @@ __all__ = [
     "CodeBaseError",
     "ConfigIssue",
     "EnvironmentVariableError",
+    "JobBusyError",
     "JobCancelledError",
     "JobFailedError",
     "ResourceTimeoutError",
@@ -125,6 +126,10 @@ class JobCancelledError(UltronError):
         super().__init__(message)
         self.signal_number = signal_number
         self.result = result
+
+
+class JobBusyError(UltronError):
+    """Another live master holds the job (:mod:`ultron.master.heartbeat`): one runs it at a time."""
 
 
 class JobFailedError(UltronError):

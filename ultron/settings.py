@@ -59,6 +59,8 @@ class UltronSettings(BaseSettings):
         data_service: the data service of a trial process, as JSON.
         fresh_trial_process: a fresh trial process per trial (a benchmark's baseline).
         gpus: how many GPUs this machine (or worker) hands to trials; None counts them.
+        heartbeat_s: seconds between a job's heartbeats; it is ``lost`` 2.5 of them after
+            its last one, and another master may take it over then.
         lease_ttl: seconds a dead job's resource units stay held.
         max_units: the resource limiter's maximum when Redis has none set.
         prefect_server: ``shared``, one Prefect server for the machine's jobs, started by the
@@ -140,6 +142,15 @@ class UltronSettings(BaseSettings):
         "(NVML, CUDA_VISIBLE_DEVICES, nvidia-smi): for tests, or to advertise fewer.",
         rule="it must be a whole number of GPUs, 0 or more",
         example="2",
+    )
+    heartbeat_s: float = _field(
+        5.0,
+        gt=0,
+        description="Seconds between the heartbeats of a job's master process (its lease of "
+        "the job, renewed); a job whose heartbeat is 2.5 of them old is shown lost, and another "
+        "master (ultron resume, a restart) may take it over.",
+        rule="it must be a number of seconds greater than 0",
+        example="5",
     )
     lease_ttl: float = _field(
         30.0,

@@ -15,7 +15,7 @@ import os
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -101,6 +101,15 @@ def _when(since: float) -> str:
     return f"{stamp} UTC ({max(0.0, time.time() - since):.0f}s ago)"
 
 
+def job_state(job: Any) -> str:
+    """A job's state as the terminal shows it: ``lost`` says since when its master was last
+    heard from (its last heartbeat, or its last change if it never beat)."""
+    if job.status != "lost":
+        return str(job.status)
+    last = job.heartbeat or job.updated
+    return f"lost (since {_when(last)})" if last else "lost"
+
+
 @limits_app.callback(invoke_without_command=True)
 def limits(ctx: typer.Context, redis_url: RedisUrl = None) -> None:
     """Show the global and per-tenant limits, the units in use and the jobs waiting."""
@@ -179,8 +188,8 @@ def set_limit(
 
 def jobs(tenant: TenantOption = None, redis_url: RedisUrl = None) -> None:
     """Every job the Redis knows, newest first (by when it started, or began to hold or wait
-    for units): its state (running, completed, failed, cancelled; holding or waiting for
-    units), tenant, units, best score, since when."""
+    for units): its state (queued, preparing, running, lost, completed, failed, cancelled;
+    holding or waiting for units), tenant, units, best score, since when."""
     from ultron.master.overview import known_jobs, overview
 
     rows: dict[str, tuple[float, list[str]]] = {}
@@ -190,7 +199,8 @@ def jobs(tenant: TenantOption = None, redis_url: RedisUrl = None) -> None:
     for job in known:
         best = f"{job.metric} {job.best_score:.6g}" if job.best_score is not None else "-"
         held = holders.get(job.job_id)
-        state = f"{job.status} (holding)" if held and job.status == "running" else job.status
+        state = job_state(job)
+        state = f"{state} (holding)" if held and job.status == "running" else state
         units = _units(held.units) if held else "-"
         cells = [job.job_id, job.tenant, state, units, best]
         rows[job.job_id] = (job.started, cells)  # a job that never saved a trial is new too
@@ -203,7 +213,7 @@ def jobs(tenant: TenantOption = None, redis_url: RedisUrl = None) -> None:
     places: dict[str, int] = {}
     for waiting in waiters:
         places[waiting.tenant] = places.get(waiting.tenant, 0) + 1
-        state = f"waiting (#{places[waiting.tenant]} of its tenant)"
+        state = f"queued (#{places[waiting.tenant]} of its tenant)"
         units = _units(waiting.units)
         rows[waiting.job_id] = (waiting.since, [waiting.job_id, waiting.tenant, state, units, "-"])
     shown = [

@@ -11,6 +11,8 @@ Code   Name                   When
 3      ``UNREACHABLE``        a service did not answer: Redis, the storage, the Prefect
                               server (:class:`ServiceUnreachableError`, or a connection
                               error of Redis, of the network or of Prefect's client)
+4      ``BUSY``               the job runs in another live process (its master holds the
+                              job's lease, :class:`JobBusyError`); nothing ran
 129    ``CANCELLED_SIGHUP``   the job was cancelled by SIGHUP (its terminal closed: an SSH
                               session ended); it can resume
 130    ``CANCELLED_SIGINT``   the job was cancelled by Ctrl-C (SIGINT); it can resume
@@ -36,6 +38,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from ultron.errors import (
+    JobBusyError,
     JobCancelledError,
     ServiceUnreachableError,
     SpecError,
@@ -58,6 +61,7 @@ class ExitCode(IntEnum):
     JOB_FAILED = 1
     BAD_INPUT = 2
     UNREACHABLE = 3
+    BUSY = 4
     CANCELLED_SIGHUP = 128 + signal.SIGHUP
     CANCELLED_SIGINT = 128 + signal.SIGINT
     CANCELLED_SIGTERM = 128 + signal.SIGTERM
@@ -111,6 +115,8 @@ def code_for(exc: BaseException) -> ExitCode:
         return ExitCode.UNREACHABLE
     if isinstance(exc, SpecError | UsageError):
         return ExitCode.BAD_INPUT
+    if isinstance(exc, JobBusyError):
+        return ExitCode.BUSY
     return ExitCode.JOB_FAILED
 
 

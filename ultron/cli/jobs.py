@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ultron.cli.admin import RedisUrl, shared_redis
+from ultron.cli.admin import RedisUrl, job_state, shared_redis
 from ultron.cli.exits import ExitCode, fail, set_verbose
 from ultron.errors import UltronError
 
@@ -85,12 +85,18 @@ def _show(job: Any) -> None:
         if job.best_score is not None
         else f"no {job.metric} yet"
     )
+    counts = ", ".join(f"{n} {status}" for status, n in sorted(job.trials.items()))
     out.print(
-        f"job [bold]{escape(job.job_id)}[/] ({escape(job.tenant)}): {job.status}, "
-        f"{job.done} of {budget} trials done; {escape(best)}"
+        f"job [bold]{escape(job.job_id)}[/] ({escape(job.tenant)}): {escape(job_state(job))}, "
+        f"{job.done} of {budget} trials done{f' ({counts})' if counts else ''}; {escape(best)}"
         + (f"; ended: {escape(job.end_reason)}" if job.end_reason else ""),
         highlight=False,
     )
+    if job.status == "lost":
+        out.print(
+            f"its process stopped beating; resume it with: ultron resume {escape(job.job_id)}",
+            highlight=False,
+        )
     if job.running:
         table = Table(title=f"{len(job.running)} running trial(s)")
         for column in ("trial", "hyperparameters", "latest report"):
@@ -107,8 +113,10 @@ def status(
     ] = None,
     redis_url: RedisUrl = None,
 ) -> None:
-    """A job's state, trials done of its budget, the best so far, and its running trials with
-    their latest ultron.report values."""
+    """A job's state (queued, preparing, running, lost, completed, failed, cancelled), trials
+    done of its budget by status, the best so far, and its running trials with their latest
+    ultron.report values."""
+    from ultron.master.job_state import ACTIVE
     from ultron.master.overview import known_jobs, overview
     from ultron.redis.client import connect
 
@@ -122,7 +130,7 @@ def status(
             every = sorted(
                 (overview(client, j) for j in known_jobs(client)), key=lambda j: -j.updated
             )
-            jobs = [j for j in every if j.status == "running"] or every[:1]
+            jobs = [j for j in every if j.status in ACTIVE] or every[:1]
     if not jobs:
         _out().print("no job is known to this Redis", highlight=False)
     for job in jobs:
@@ -149,6 +157,7 @@ def cancel(
     """Stop a running job: its trials are asked to stop, finalize releases everything, and the
     job ends cancelled (run it again with its id to resume)."""
     from ultron.master.cancel import request_cancel
+    from ultron.master.job_state import ACTIVE
     from ultron.master.overview import overview
     from ultron.redis.client import connect
 
@@ -157,19 +166,23 @@ def cancel(
         if not client.exists(_job_key(job_id)):
             fail(f"job {job_id!r} is not known to this Redis. Fix: `ultron jobs` lists them")
         state = overview(client, job_id).status
-        if state != "running":
+        if state == "lost" or (state in ACTIVE and not request_cancel(client, job_id)):
+            fail(
+                f"job {job_id} is lost: no process runs it (its heartbeat stopped), so there is "
+                f"nothing to cancel; it stays as it is. Fix: `ultron resume {job_id}` resumes it"
+            )
+        if state not in ACTIVE:
             fail(f"job {job_id} is {state}, not running; there is nothing to cancel")
-        request_cancel(client, job_id)
         _out().print(f"asked job {escape(job_id)} to stop", highlight=False)
         deadline = time.monotonic() + wait
         while wait > 0 and time.monotonic() < deadline:
             state = overview(client, job_id).status
-            if state != "running":
+            if state not in ACTIVE:
                 break
             time.sleep(0.2)
     if wait <= 0:
         return
-    if state == "running":
+    if state in ACTIVE:
         fail(
             f"job {job_id} still runs after {wait:g} s; its process may be gone (then its "
             "units return after ULTRON_LEASE_TTL). Fix: check `ultron status`, or wait longer",

@@ -227,24 +227,39 @@ def handling_signals() -> Iterator[None]:
 _REQUEST_TTL_S = 3600
 
 
-def request_cancel(client: Any, job_id: str) -> None:
-    """Ask the job ``job_id``, wherever its process runs, to stop (``ultron cancel``): its
-    :func:`watching_requests` thread turns this into a :data:`CANCEL` request. The key is
-    under the job's transient prefix, so ``finalize`` removes it."""
-    client.set(keys.job_cancel(job_id), "1", ex=_REQUEST_TTL_S)
+def request_cancel(client: Any, job_id: str) -> bool:
+    """Ask the run of job ``job_id`` that holds its lease now, wherever its process runs, to
+    stop (``ultron cancel``): its :func:`watching_requests` thread turns this into a
+    :data:`CANCEL` request. The key is under the job's transient prefix, so ``finalize``
+    removes it.
+
+    The request names the run by its lease token: a later run of the job (a resume after the
+    process that held the lease died) holds another token and ignores it.
+
+    Returns:
+        Whether a run held the job's lease (``False``: no process runs the job, nothing asked).
+    """
+    token = client.get(keys.job_master(job_id))
+    if token is None:
+        return False
+    client.set(keys.job_cancel(job_id), token, ex=_REQUEST_TTL_S)
+    return True
 
 
 @contextlib.contextmanager
-def watching_requests(client: Any, job_id: str, *, every_s: float = 0.5) -> Iterator[None]:
-    """Inside the block, a thread checks every ``every_s`` seconds whether someone asked the
-    job to stop (:func:`request_cancel`) and then requests :data:`CANCEL`, as Ctrl-C would: the
-    master stops the running trials and ``finalize`` releases everything."""
+def watching_requests(
+    client: Any, job_id: str, *, token: str, every_s: float = 0.5
+) -> Iterator[None]:
+    """Inside the block, a thread checks every ``every_s`` seconds whether someone asked this
+    run of the job, whose lease token is ``token``, to stop (:func:`request_cancel`), and then
+    requests :data:`CANCEL`, as Ctrl-C would: the master stops the running trials and
+    ``finalize`` releases everything. A request sent to another run of the job is ignored."""
     key = keys.job_cancel(job_id)
     done = threading.Event()
 
     def watch() -> None:
         try:
-            _watch_requests(client, key, job_id, done, every_s)
+            _watch_requests(client, key, token.encode(), job_id, done, every_s)
         except Exception:
             logger.exception(
                 "job %s: the watcher of `ultron cancel` requests broke and stopped; Ctrl-C or "
@@ -262,13 +277,13 @@ def watching_requests(client: Any, job_id: str, *, every_s: float = 0.5) -> Iter
 
 
 def _watch_requests(
-    client: Any, key: str, job_id: str, done: threading.Event, every_s: float
+    client: Any, key: str, token: bytes, job_id: str, done: threading.Event, every_s: float
 ) -> None:
-    """Poll ``key`` until it is set (then request :data:`CANCEL`) or ``done`` is set."""
+    """Poll ``key`` until it holds ``token`` (then request :data:`CANCEL`) or ``done`` is set."""
     unreachable = False
     while not done.wait(every_s):
         try:
-            asked = client.exists(key)
+            asked = client.get(key) == token
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             # Redis away for a moment (a restart, a Sentinel failover): the next poll asks again,
             # as the job's own clients retry. Anything else is a bug and ends the watcher.

@@ -48,16 +48,37 @@ from ultron.trial_records import TrialResult
 if TYPE_CHECKING:
     from ultron.spec.job import JobSpec
 
-__all__ = ["JobState", "JobStatus", "JobStore", "StoredSpec"]
+__all__ = ["ACTIVE", "JobState", "JobStatus", "JobStore", "StoredSpec", "trial_counts"]
 
 
 class JobStatus(StrEnum):
-    """Where a job is in its life."""
+    """Where a job is in its life: exactly one of these at a time.
 
-    RUNNING = "running"
+    ``queued``, ``preparing`` and ``running`` are the active states its master writes as it
+    goes; ``lost`` is never written: a reader shows it for an active job whose master's
+    heartbeat stopped (:func:`ultron.master.heartbeat.effective_status`). The last three are
+    how a job ended; every state but ``completed`` resumes with ``ultron resume JOB``.
+    """
+
+    QUEUED = "queued"  # waiting for resource units from the limiter
+    PREPARING = "preparing"  # containerize: the trial environment is built
+    RUNNING = "running"  # trials are dispatched
+    LOST = "lost"  # active, but its master's heartbeat stopped (derived, never stored)
     COMPLETED = "completed"
     FAILED = "failed"
-    CANCELLED = "cancelled"  # stopped by a signal (Ctrl-C, SIGTERM); resumable
+    CANCELLED = "cancelled"  # stopped by a signal or ultron cancel; resumable
+
+
+ACTIVE = frozenset({str(JobStatus.QUEUED), str(JobStatus.PREPARING), str(JobStatus.RUNNING)})
+"""The states of a job whose master is (or should be) at work."""
+
+
+def trial_counts(trials: Sequence[TrialResult]) -> str:
+    """The trials by status, as every view of a job shows them: ``"3 completed, 1 failed"``."""
+    counts: dict[str, int] = {}
+    for trial in trials:
+        counts[str(trial.status)] = counts.get(str(trial.status), 0) + 1
+    return ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
 
 
 @dataclass

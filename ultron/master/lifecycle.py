@@ -6,13 +6,19 @@ flow reads as the tasks themselves:
 1. SIGINT, SIGTERM and SIGHUP cancel the job (:func:`ultron.master.cancel.handling_signals`), over
    Prefect's own SIGTERM handler, which would raise wherever the flow happens to be;
 2. the job's Redis is chosen and checked (:func:`ultron.servers.job_redis.job_redis`);
-3. the spec is stored on the job's first run, and a resume with another spec is refused
+3. this process becomes the job's one master: it takes the job's lease, waiting for a dead
+   predecessor's to expire or refused while a live one holds it, and renews it with a
+   heartbeat until the end (:func:`ultron.master.heartbeat.holding_the_job`);
+4. the spec is stored on the job's first run, and a resume with another spec is refused
    (:func:`ultron.master.resume.check_or_store_spec`) before anything else happens, leaving the
    job it refers to as it was, and so is a first run whose storage holds results of the id
    already (another Redis ran it); an accepted run emits its first progress event then;
-4. ``ultron cancel JOB``, from any machine, reaches the job through its Redis
-   (:func:`ultron.master.cancel.watching_requests`);
-5. ``finalize`` runs whatever happened (success, failure, cancellation): a failure propagates
+5. ``ultron cancel JOB``, from any machine, reaches this run of the job through its Redis
+   (:func:`ultron.master.cancel.watching_requests`; a request sent to an earlier run is not
+   this run's);
+6. the job's state is written as it goes: ``preparing`` while containerize runs, ``queued``
+   while it waits for units, ``running`` from then on (:attr:`JobRun.STAGES`);
+7. ``finalize`` runs whatever happened (success, failure, cancellation): a failure propagates
    after it, a cancellation does not (the job's :attr:`JobRun.status` says it).
 """
 
@@ -22,11 +28,12 @@ import contextlib
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from ultron.containerize.codebase import code_hash
 from ultron.errors import JobCancelledError
-from ultron.master.cancel import handling_signals, watching_requests
+from ultron.master.cancel import CANCEL, handling_signals, watching_requests
+from ultron.master.heartbeat import holding_the_job
 from ultron.master.job_state import JobState, JobStatus, JobStore
 from ultron.master.progress import ProgressEvent, emit
 from ultron.master.results import check_no_foreign_results
@@ -34,6 +41,7 @@ from ultron.master.resume import check_or_store_spec
 from ultron.paths import job_results_url
 from ultron.redis.client import connect
 from ultron.servers.job_redis import job_redis
+from ultron.settings import settings
 from ultron.spec.job import JobSpec
 
 __all__ = ["Finalize", "JobRun", "job_lifecycle"]
@@ -48,10 +56,18 @@ class JobRun:
     """What the job's tasks hold, for finalize, and how the job ended.
 
     The tasks set :attr:`resources` and :attr:`state` as they get them; :meth:`time` runs one
-    task and records its seconds in :attr:`seconds` (the summary's ``timings``).
+    task and records its seconds in :attr:`seconds` (the summary's ``timings``); a task named
+    in :attr:`STAGES` first writes the job's state (``acquire_resources`` writes ``running``
+    itself when it is granted its units).
     """
 
+    STAGES: ClassVar[dict[str, JobStatus]] = {
+        "containerize": JobStatus.PREPARING,
+        "acquire_resources": JobStatus.QUEUED,
+    }
+
     redis_url: str
+    store: JobStore | None = None
     seconds: dict[str, float] = field(default_factory=dict)
     resources: Any = None  # ultron.tasks.acquire_resources.JobResources (a layer above)
     state: JobState | None = None
@@ -61,6 +77,8 @@ class JobRun:
 
     def time(self, name: str, fn: Callable[..., Any], *args: Any) -> Any:
         """``fn(*args)``, its wall time recorded under ``name`` whatever it raises."""
+        if name in self.STAGES and self.store is not None:
+            self.store.set_status(self.STAGES[name])
         started = time.monotonic()
         try:
             return fn(*args)
@@ -76,35 +94,19 @@ def job_lifecycle(job: JobSpec, job_id: str, *, finalize: Finalize) -> Iterator[
     cancel``) is not: the caller reads :attr:`JobRun.status` and :attr:`JobRun.summary`.
     """
     with handling_signals(), job_redis(job) as redis_url:
-        # Outside the try: a refused resume must leave the job it refers to as it was (finalize
-        # would mark it failed and rewrite its results with this spec).
+        # Outside the try: a refused resume (or a job another master runs) must leave the job
+        # it refers to as it was (finalize would mark it failed and rewrite its results).
         store = JobStore(connect(redis_url), job_id)
-        if store.stored_spec() is None and not store.trial_count():
-            check_no_foreign_results(job_results_url(job.storage, job_id), job_id)
-        check_or_store_spec(store, job, code_hash=code_hash(job.code_path))
-        # The job is accepted (`ultron run` prints its header now: a refused run never).
-        emit(ProgressEvent(job_id, store.trial_count(), job.num_iterations, running=0))
-        run = JobRun(redis_url=redis_url)
-        with watching_requests(store.client, job_id):
-            try:
-                yield run
-            except BaseException as exc:
-                run.error = f"{type(exc).__name__}: {exc}"
-                cancelled = is_cancellation(exc)
-                run.status = JobStatus.CANCELLED if cancelled else JobStatus.FAILED
-                if not cancelled:
-                    raise
-            finally:
-                run.summary = finalize(
-                    job,
-                    job_id,
-                    redis_url,
-                    run.resources,
-                    run.state,
-                    run.error,
-                    run.seconds,
-                    run.status,
-                )
+        beat, check = settings().heartbeat_s, lambda: CANCEL.raise_if_requested(job_id)
+        with holding_the_job(store.client, job_id, heartbeat_s=beat, check=check) as lease:
+            if store.stored_spec() is None and not store.trial_count():
+                check_no_foreign_results(job_results_url(job.storage, job_id), job_id)
+            check_or_store_spec(store, job, code_hash=code_hash(job.code_path))
+            # The job is accepted (`ultron run` prints its header now: a refused run never).
+            emit(ProgressEvent(job_id, store.trial_count(), job.num_iterations, running=0))
+            run = JobRun(redis_url=redis_url, store=store)
+            with watching_requests(store.client, job_id, token=lease.token):
+                yield from _finalized(run, job, job_id, finalize)
 
 
 def is_cancellation(exc: BaseException) -> bool:

@@ -1,29 +1,36 @@
 """What the terminal shows of jobs: read from the Redis the jobs share, never from a job's
 process, so ``ultron status`` and ``ultron jobs`` work from any machine that reaches it.
 
-A job is known by its hash ``ultron:job:<id>`` (:mod:`ultron.redis.keys`): its status, the
-spec its first run stored (redacted), when that run started, when it last changed; its trial
-table gives the trials done and the best so far; while it runs, ``...:run:running`` names the
-trials in flight and ``...:run:reports:<trial>`` holds what each reported (``ultron.report``),
-newest last.
+A job is known by its hash ``ultron:job:<id>`` (:mod:`ultron.redis.keys`): its status (an
+active one shows ``lost`` when its master's lease, ``...:master``, is gone: see
+:mod:`ultron.master.heartbeat`), the spec its first run stored (redacted), when that run
+started, when it last changed and when its master last beat; its trial table gives the trials
+done and the best so far; while it runs, ``...:run:running`` names the trials in flight and
+``...:run:reports:<trial>`` holds what each reported (``ultron.report``), newest last.
 
 Example:
     >>> import redis, uuid
     >>> client = redis.Redis.from_url(redis_url)
     >>> job_id = f"doc-{uuid.uuid4().hex[:8]}"
     >>> _ = client.hset(f"ultron:job:{job_id}", mapping={"status": "running", "updated": "1"})
-    >>> job_id in known_jobs(client), overview(client, job_id).status
-    (True, 'running')
+    >>> job_id in known_jobs(client), overview(client, job_id).status  # no master holds it
+    (True, 'lost')
+    >>> _ = client.set(f"ultron:job:{job_id}:master", "host/1/abc", px=5000)
+    >>> overview(client, job_id).status
+    'running'
+    >>> _ = client.delete(f"ultron:job:{job_id}:master")
     >>> _ = client.delete(f"ultron:job:{job_id}")
 """
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 from ultron.algorithms.base import Direction
+from ultron.master.heartbeat import effective_status
 from ultron.master.job_state import JobStore
 from ultron.master.results import best_trial
 from ultron.redis import keys
@@ -43,7 +50,12 @@ class RunningTrial:
 
 @dataclass(frozen=True)
 class JobOverview:
-    """One job as the terminal shows it."""
+    """One job as the terminal shows it.
+
+    ``status`` is a :class:`~ultron.master.job_state.JobStatus` value, ``lost`` derived;
+    ``heartbeat`` is when its master last beat (``None``: never), so a lost job is lost since
+    then; ``trials`` counts its trial table's rows by trial status.
+    """
 
     job_id: str
     status: str
@@ -58,6 +70,8 @@ class JobOverview:
     started: float  # when its first run started (older records: when it last changed)
     running: list[RunningTrial] = field(default_factory=list)
     end_reason: str | None = None  # why it ended (budget, time budget, target, ...)
+    heartbeat: float | None = None
+    trials: dict[str, int] = field(default_factory=dict)
 
 
 def known_jobs(client: Any, *, namespace: str = keys.NAMESPACE) -> list[str]:
@@ -86,6 +100,10 @@ def overview(client: Any, job_id: str, *, namespace: str = keys.NAMESPACE) -> Jo
     rows = client.hgetall(store.trials_key)
     trials = [TrialResult.from_dict(json.loads(v)) for v in rows.values()]
     best = best_trial(trials, mode)
+    status = effective_status(
+        data.get("status", "unknown"),
+        bool(client.exists(keys.job_master(job_id, namespace=namespace))),
+    )
     running = []
     for trial_id, info in sorted(store.running().items()):
         latest = client.lindex(keys.job_run(job_id, "reports", trial_id, namespace=namespace), -1)
@@ -98,7 +116,7 @@ def overview(client: Any, job_id: str, *, namespace: str = keys.NAMESPACE) -> Jo
         )
     return JobOverview(
         job_id=job_id,
-        status=data.get("status", "unknown"),
+        status=status,
         tenant=spec.get("tenant", "default"),
         name=spec.get("name", ""),
         budget=spec.get("num_iterations"),
@@ -108,6 +126,8 @@ def overview(client: Any, job_id: str, *, namespace: str = keys.NAMESPACE) -> Jo
         best_config=best.hyperparameters if best else None,
         updated=float(data.get("updated") or 0.0),
         started=float(data.get("started") or data.get("updated") or 0.0),
-        running=running if data.get("status") == "running" else [],
+        running=running if status == "running" else [],
         end_reason=data.get("end_reason") or None,
+        heartbeat=float(data["heartbeat"]) if data.get("heartbeat") else None,
+        trials=dict(Counter(str(t.status) for t in trials)),
     )

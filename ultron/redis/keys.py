@@ -7,11 +7,12 @@ All keys start with a namespace (``ultron`` unless a caller chooses another, as 
   names) and ``code_hash`` (its code base's content hash), which a later run with the same id
   must match (:mod:`ultron.master.resume`); ``<ns>:job:<id>:trials`` (trial id -> row of the
   trial table) and ``<ns>:job:<id>:curves`` (trial id -> what it reported). They outlive the
-  job: a job with the same id resumes from them.
+  job: a job with the same id resumes from them. ``<ns>:job:<id>:master`` is the lease of the
+  master running the job (:mod:`ultron.master.heartbeat`), with a TTL.
 - ``<ns>:job:<id>:run:*``: transient, removed by ``finalize``: ``running`` (trials in flight),
   ``reports`` (the report stream of all trials), ``reports:<trial>`` (one trial's reports),
   ``stop:<trial>`` (early stopping wants the trial to end), ``cancel`` (``ultron cancel`` asks
-  the job to stop), ``result:<trial>:<attempt>`` (a
+  the run holding the lease token it holds to stop), ``result:<trial>:<attempt>`` (a
   finished attempt's result, so that Dask running it again returns it).
 - ``<ns>:cache:v<version>:<tenant>:<digest>``: the score cache of one computation of one
   tenant, a hash from the canonical configuration to what its trial scored (all its metrics).
@@ -51,6 +52,7 @@ __all__ = [
     "job",
     "job_cancel",
     "job_curves",
+    "job_master",
     "job_run",
     "job_trials",
     "limiter",
@@ -83,6 +85,14 @@ def job_trials(job_id: str, *, namespace: str = NAMESPACE) -> str:
 def job_curves(job_id: str, *, namespace: str = NAMESPACE) -> str:
     """The learning curves: trial id -> what the trial reported."""
     return f"{job(job_id, namespace=namespace)}:curves"
+
+
+def job_master(job_id: str, *, namespace: str = NAMESPACE) -> str:
+    """The job's lease: the token of the master running it, with a TTL its heartbeat renews.
+
+    Not under the transient prefix: ``finalize`` clears that while the master still holds it.
+    """
+    return f"{job(job_id, namespace=namespace)}:master"
 
 
 def job_run(job_id: str, *parts: str, namespace: str = NAMESPACE) -> str:

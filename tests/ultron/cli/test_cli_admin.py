@@ -128,7 +128,7 @@ def test_jobs_shows_holders_and_waiters_with_tenant_units_and_since(own_redis: s
     # Newest first: the order of their "since" times (tests/ultron/test_cli_jobs.py checks it).
     assert set(rows) == {"job-a1", "job-b1", "job-a2", "job-b2"}
     assert "team-a" in rows["job-a1"] and "holding" in rows["job-a1"] and " 6 " in rows["job-a1"]
-    assert "waiting (#1 of its tenant)" in rows["job-b2"] and " 3 " in rows["job-b2"]
+    assert "queued (#1 of its tenant)" in rows["job-b2"] and " 3 " in rows["job-b2"]
     assert all(" UTC (" in row and "s ago)" in row for row in rows.values())
 
     mine = _ultron("jobs", "--tenant", "team-a", "--redis-url", own_redis).output
