@@ -24,7 +24,7 @@ from ultron.settings import settings
 from ultron.spec.job import JobSpec
 from ultron.spec.loader import load_spec
 
-__all__ = ["prefect_defaults", "preflight", "run", "scale"]
+__all__ = ["prefect_defaults", "preflight", "resume", "run", "scale", "spec_to_resume"]
 
 # Ephemeral Prefect (no server) takes over 20 s to start on a fresh database on a small
 # machine, past its default startup timeout; telemetry needs a network some machines lack.
@@ -114,6 +114,49 @@ def scale(job_id: str, parallelism: int, *, redis_url: str | None = None) -> str
     from ultron.servers.job_redis import shared_redis_url
 
     return scale_job(connect(shared_redis_url(redis_url)), job_id, parallelism)
+
+
+def spec_to_resume(job_id: str, *, redis_url: str, keep_redis_url: bool = True) -> JobSpec:
+    """The spec that resumes job ``job_id`` of the Redis at ``redis_url``, as its first run
+    stored it (:func:`ultron.master.resume.spec_to_resume`). With ``keep_redis_url`` the job
+    runs with that Redis; without, it chooses its own as its first run did (the embedded one).
+
+    Raises:
+        SpecError: the job is not known there, has no stored spec, or completed.
+        JobBusyError: a live process runs the job.
+    """
+    from ultron.errors import ConfigIssue, SpecError
+    from ultron.master.job_state import JobStore
+    from ultron.master.resume import spec_to_resume as stored_spec_to_resume
+    from ultron.redis.client import connect
+
+    store = JobStore(connect(redis_url), check_job_id(job_id))
+    if not store.client.exists(store.key):
+        rule = "no job of this id is known to that Redis"
+        fix = "`ultron jobs` lists the jobs; give the job's Redis with --redis-url or REDIS_URL"
+        raise SpecError([ConfigIssue("JOB", job_id, rule, fix)], source="ultron resume")
+    return stored_spec_to_resume(store, redis_url=redis_url if keep_redis_url else None)
+
+
+def resume(job_id: str, *, redis_url: str | None = None) -> HPOResult:
+    """Resume the unfinished job ``job_id`` (lost, cancelled, failed) from the spec its first
+    run stored, with no spec file, from any folder (``ultron resume JOB`` from Python).
+
+    Args:
+        job_id: the job.
+        redis_url: its Redis; default ``REDIS_URL``, else this machine's embedded one.
+
+    Raises:
+        SpecError: the job is not known, has no stored spec, or completed.
+        JobBusyError: a live process runs the job.
+        JobCancelledError, UltronError: as :func:`run`.
+    """
+    from ultron.paths import ultron_home
+    from ultron.servers.home_redis import start_redis
+
+    given = redis_url or os.environ.get("REDIS_URL")
+    url = given or start_redis(ultron_home()).url
+    return run(spec_to_resume(job_id, redis_url=url, keep_redis_url=bool(given)), job_id=job_id)
 
 
 def _run_flow(job: JobSpec, job_id: str) -> HPOResult:

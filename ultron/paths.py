@@ -43,6 +43,7 @@ __all__ = [
     "new_job_id",
     "remove_tree",
     "scratch_dir",
+    "storage_location",
     "trial_log_url",
     "ultron_home",
 ]
@@ -228,6 +229,20 @@ def trial_log_url(results_url: str, trial_id: str) -> str:
     if "://" in results_url:
         return f"{results_url.rstrip('/')}/logs/{name}"
     return str(inside(Path(results_url) / "logs" / name, results_url, what="trial_id"))
+
+
+def storage_location(storage: str) -> str:
+    """Where ``storage`` is, whatever the working folder: a folder resolved to an absolute path,
+    a URL as it is. A job's first run records it, so a resume from another folder writes to
+    the same place (:mod:`ultron.master.resume`).
+
+    Example:
+        >>> storage_location("s3://bucket/runs"), storage_location("/runs/") == "/runs"
+        ('s3://bucket/runs', True)
+    """
+    if "://" in storage:
+        return storage
+    return str(Path(storage).expanduser().resolve())
 
 
 def new_job_id(name: str, *, suffix: str | None = None) -> str:

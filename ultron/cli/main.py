@@ -23,7 +23,7 @@ from rich.table import Table
 
 from ultron.cli.exits import code_for, err_console, fail, set_verbose
 from ultron.cli.output import JobConsole, divert_output, logs_to
-from ultron.errors import JobCancelledError, SpecError, UltronError, printable
+from ultron.errors import JobBusyError, JobCancelledError, SpecError, UltronError, printable
 
 app = typer.Typer(
     help="Ultron-AutoML: distributed hyper-parameter optimization.",
@@ -116,6 +116,17 @@ def _announce_cancel(job_id: str, resume: str, log_path: Path) -> Any:
     return announce
 
 
+RestartsOption = Annotated[
+    int,
+    typer.Option(
+        min=0,
+        max=100,
+        help="How many times the job's process is started again (same job id, it resumes) if "
+        "it dies of a signal nobody sent it on purpose (SIGKILL, OOM); 0: no supervision.",
+    ),
+]
+
+
 @app.command()
 def run(
     spec: SpecArg,
@@ -126,65 +137,47 @@ def run(
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Show Prefect's and Dask's logs here too.")
     ] = False,
+    restarts: RestartsOption = 2,
 ) -> None:
     """Run an HPO job: a progress bar while it runs (a line per trial when piped), the
-    leaderboard at the end. Ctrl-C cancels it (resumable); a second Ctrl-C forces the exit."""
+    leaderboard at the end. Ctrl-C cancels it (resumable); a second Ctrl-C forces the exit.
+    If the job's process dies (SIGKILL, OOM), it is started again with the same job id."""
     os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
-    set_verbose(verbose)
     from ultron.api import preflight
-    from ultron.api import run as run_job
-    from ultron.master.cancel import CANCEL
-    from ultron.master.progress import ProgressEvent, listening
-    from ultron.paths import check_job_id, job_results_url, new_job_id, scratch_dir
+    from ultron.paths import check_job_id, new_job_id
     from ultron.secrets import install_redaction
     from ultron.spec.loader import load_spec
 
+    set_verbose(verbose)
     try:
         job = load_spec(spec, check_code=True)
         install_redaction(job)  # nothing this process logs shows the spec's passwords
         job_id = check_job_id(job_id) if job_id is not None else new_job_id(job.name)
-        log_path = scratch_dir(job_id) / "job.log"
         preflight(job)
     except UltronError as exc:
         fail(exc)
-    resume = f"ultron run {shlex.quote(str(spec))} --job-id {job_id}"
+    hint = f"ultron run {shlex.quote(str(spec))} --job-id {job_id}"
+    run_job(job, job_id, hint=hint, verbose=verbose, restarts=restarts)
+
+
+def run_job(job: Any, job_id: str, *, hint: str, verbose: bool, restarts: int) -> None:
+    """Run ``job`` (checked, its preflight done) as ``ultron run`` and ``ultron resume`` do:
+    the header, the job in a supervised child process (:mod:`ultron.cli.supervise`) unless
+    ``restarts`` is 0, its progress, and its end. ``hint`` resumes it by hand."""
+    from ultron.cli.supervise import supervise
+    from ultron.paths import job_results_url, scratch_dir
+
+    log_path = scratch_dir(job_id) / "job.log"
     results_url = job_results_url(job.storage, job_id)
-    header = _header(job, job_id, log_path, resume)
+    if restarts > 0:
+        code = supervise(job_id, restarts, hint=hint)
+        if code is not None:  # the parent: the job's process is done for good
+            raise typer.Exit(code=code)
     console.log_path = log_path
-    metric = job.objective.metric
-    CANCEL.listeners.append(_announce_cancel(job_id, resume, log_path))
-    where = f"results: {results_url}\nlog: {log_path}\nresume with: {resume}"
+    where = f"results: {results_url}\nlog: {log_path}\nresume with: {hint}"
     with logs_to(log_path, verbose=verbose):
-        try:
-            # The header comes with the job's first event, once its spec passed the checks of a
-            # resume: a refused run prints only its error, not a resume command that is refused.
-            with listening(header):
-                if console.is_terminal:
-                    result = _run_with_bar(run_job, job, job_id, listening, ProgressEvent)
-                else:
-
-                    def line(event: ProgressEvent) -> None:
-                        if event.last:
-                            console.print(
-                                _trial_line(event, metric), soft_wrap=True, highlight=False
-                            )
-                            console.flush()
-
-                    with listening(line):
-                        result = run_job(job, job_id=job_id)
-        except JobCancelledError as exc:
-            done = len(getattr(exc.result, "trials", None) or [])
-            err_console.print(
-                f"[yellow]cancelled[/] (by {_cancelled_by(exc.signal_number)}): job "
-                f"{escape(job_id)} stopped after {done} of {job.num_iterations} trials; the "
-                f"running ones resume from their checkpoints.\n{escape(where)}",
-                highlight=False,
-            )
-            raise typer.Exit(code=code_for(exc)) from None
-        except SpecError as exc:
-            fail(exc)
-        except Exception as exc:
-            fail(exc, about=f"job {job_id} failed: ", where=where)
+        result = _follow_job(job, job_id, hint=hint, where=where, log_path=log_path)
+    metric = job.objective.metric
     console.print(_leaderboard(result, metric))
     console.print(f"[bold green]best {metric}[/]: {result.best_score}")
     console.print(f"[bold green]best configuration[/]: {result.best_config}")
@@ -217,6 +210,74 @@ def _header(job: Any, job_id: str, log_path: Path, resume: str) -> Any:
         console.flush()
 
     return show
+
+
+def _follow_job(job: Any, job_id: str, *, hint: str, where: str, log_path: Path) -> Any:
+    """Run the job in this process with its progress shown; its result, or the command's end."""
+    from ultron.api import run as run_in_process
+    from ultron.master.cancel import CANCEL
+    from ultron.master.progress import ProgressEvent, listening
+
+    metric = job.objective.metric
+    CANCEL.listeners.append(_announce_cancel(job_id, hint, log_path))
+    try:
+        # The header comes with the job's first event, once its spec passed the checks of a
+        # resume: a refused run prints only its error, not a resume command that is refused.
+        with listening(_header(job, job_id, log_path, hint)):
+            if console.is_terminal:
+                return _run_with_bar(run_in_process, job, job_id, listening, ProgressEvent)
+
+            def line(event: ProgressEvent) -> None:
+                if event.last:
+                    console.print(_trial_line(event, metric), soft_wrap=True, highlight=False)
+                    console.flush()
+
+            with listening(line):
+                return run_in_process(job, job_id=job_id)
+    except JobCancelledError as exc:
+        done = len(getattr(exc.result, "trials", None) or [])
+        err_console.print(
+            f"[yellow]cancelled[/] (by {_cancelled_by(exc.signal_number)}): job "
+            f"{escape(job_id)} stopped after {done} of {job.num_iterations} trials; the "
+            f"running ones resume from their checkpoints.\n{escape(where)}",
+            highlight=False,
+        )
+        raise typer.Exit(code=code_for(exc)) from None
+    except (SpecError, JobBusyError) as exc:  # refused before it ran: the job is as it was
+        fail(exc)
+    except Exception as exc:
+        fail(exc, about=f"job {job_id} failed: ", where=where)
+
+
+@app.command()
+def resume(
+    job_id: Annotated[str, typer.Argument(help="The job to resume (`ultron jobs` lists them).")],
+    redis_url: Annotated[
+        str | None,
+        typer.Option(help="The Redis the job is in; default REDIS_URL, else the embedded one."),
+    ] = None,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Show Prefect's and Dask's logs here too.")
+    ] = False,
+    restarts: RestartsOption = 2,
+) -> None:
+    """Resume an unfinished job (lost, cancelled, failed) from the spec its first run stored:
+    no spec file, from any folder. The job is found as `ultron status` finds it."""
+    os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
+    from ultron.api import preflight, spec_to_resume
+    from ultron.cli.admin import shared_redis
+    from ultron.paths import check_job_id
+
+    set_verbose(verbose)
+    try:
+        job_id = check_job_id(job_id)
+        with shared_redis(redis_url) as url:
+            given = redis_url or os.environ.get("REDIS_URL")
+            job = spec_to_resume(job_id, redis_url=url, keep_redis_url=bool(given))
+        preflight(job)
+    except UltronError as exc:
+        fail(exc)
+    run_job(job, job_id, hint=f"ultron resume {job_id}", verbose=verbose, restarts=restarts)
 
 
 def _run_with_bar(run_job: Any, job: Any, job_id: str, listening: Any, event_type: Any) -> Any:

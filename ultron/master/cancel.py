@@ -227,6 +227,10 @@ def handling_signals() -> Iterator[None]:
 _REQUEST_TTL_S = 3600
 
 
+def _text(value: Any) -> Any:
+    return value.decode() if isinstance(value, bytes) else value
+
+
 def request_cancel(client: Any, job_id: str) -> bool:
     """Ask the run of job ``job_id`` that holds its lease now, wherever its process runs, to
     stop (``ultron cancel``): its :func:`watching_requests` thread turns this into a
@@ -259,7 +263,7 @@ def watching_requests(
 
     def watch() -> None:
         try:
-            _watch_requests(client, key, token.encode(), job_id, done, every_s)
+            _watch_requests(client, key, token, job_id, done, every_s)
         except Exception:
             logger.exception(
                 "job %s: the watcher of `ultron cancel` requests broke and stopped; Ctrl-C or "
@@ -277,13 +281,13 @@ def watching_requests(
 
 
 def _watch_requests(
-    client: Any, key: str, token: bytes, job_id: str, done: threading.Event, every_s: float
+    client: Any, key: str, token: str, job_id: str, done: threading.Event, every_s: float
 ) -> None:
     """Poll ``key`` until it holds ``token`` (then request :data:`CANCEL`) or ``done`` is set."""
     unreachable = False
     while not done.wait(every_s):
         try:
-            asked = client.get(key) == token
+            asked = _text(client.get(key)) == token
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             # Redis away for a moment (a restart, a Sentinel failover): the next poll asks again,
             # as the job's own clients retry. Anything else is a bug and ends the watcher.

@@ -180,7 +180,7 @@ def _dead_here(token: str) -> bool:
     pid = rest.partition("/")[0]
     if host != socket.gethostname() or not pid.isdigit():
         return False
-    return not psutil.pid_exists(int(pid)) or int(pid) == os.getpid()
+    return not psutil.pid_exists(int(pid))
 
 
 @contextlib.contextmanager

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from ultron.paths import storage_location
 from ultron.redis import keys
 from ultron.secrets import mask_url, redacted_spec
 from ultron.trial_records import TrialResult
@@ -108,10 +109,13 @@ class StoredSpec:
     Attributes:
         spec: the job spec it ran with, as ``JobSpec.model_dump(mode="json")`` gave it.
         code_hash: the content hash of its code base (``None`` if it stored none).
+        storage_at: where its ``storage`` was (:func:`ultron.paths.storage_location`: a
+            relative folder resolved in the folder it ran in); ``None`` if it stored none.
     """
 
     spec: dict[str, Any]
     code_hash: str | None
+    storage_at: str | None = None
 
 
 class JobStore:
@@ -223,17 +227,17 @@ class JobStore:
         pipe.hsetnx(self.key, "spec", json.dumps(redacted_spec(spec), sort_keys=True))
         pipe.hsetnx(self.key, "code_hash", code_hash)
         pipe.hsetnx(self.key, "started", str(time.time()))  # `ultron jobs` lists by it
-        stored, _, _ = pipe.execute()
+        pipe.hsetnx(self.key, "storage_at", storage_location(spec.storage))
+        stored, *_ = pipe.execute()
         return bool(stored)
 
     def stored_spec(self) -> StoredSpec | None:
         """The spec and code hash the job's first run stored, or ``None`` if none did."""
-        spec, code_hash = self.client.hmget(self.key, ["spec", "code_hash"])
+        spec, code_hash, at = self.client.hmget(self.key, ["spec", "code_hash", "storage_at"])
         if not spec:
             return None
-        if isinstance(code_hash, bytes):
-            code_hash = code_hash.decode()
-        return StoredSpec(json.loads(spec), code_hash or None)
+        code_hash, at = (v.decode() if isinstance(v, bytes) else v for v in (code_hash, at))
+        return StoredSpec(json.loads(spec), code_hash or None, at or None)
 
     def trial_count(self) -> int:
         """How many trials the job's trial table holds."""

@@ -54,8 +54,9 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from ultron.errors import ConfigIssue, SpecError
-from ultron.master.job_state import JobStore
+from ultron.errors import ConfigIssue, JobBusyError, SpecError
+from ultron.master.job_state import ACTIVE, JobStore
+from ultron.paths import storage_location
 from ultron.secrets import redacted_spec
 from ultron.spec.job import JobSpec
 
@@ -103,6 +104,7 @@ def check_resume(
     code_hash: str | None = None,
     stored_code_hash: str | None = None,
     trials_done: int = 0,
+    stored_storage_at: str | None = None,
 ) -> None:
     """Refuse to run ``spec`` under a job id whose first run used ``stored``, if a number could
     differ.
@@ -115,6 +117,9 @@ def check_resume(
             base is compared by content (its path may change); without them, by path.
         trials_done: how many trials the job's table holds (``num_iterations`` may not drop
             below it).
+        stored_storage_at: where the first run's storage was (a relative folder resolved
+            where it ran). With it, ``storage`` is compared by place: the same folder given
+            another way passes, the same relative name in another folder is refused.
 
     Raises:
         SpecError: one issue per changed field (dotted path, old -> new), all at once.
@@ -123,6 +128,9 @@ def check_resume(
     issues: list[ConfigIssue] = []
     for name in JobSpec.model_fields:
         if name in MAY_CHANGE or name in ("code", "loop"):
+            continue
+        if name == "storage" and stored_storage_at is not None:
+            issues += _storage_issues(stored_storage_at, spec.storage)
             continue
         old_value = _normalized(name, stored[name]) if name in stored else _default(spec, name)
         if name == "tenant":
@@ -172,8 +180,27 @@ def check_or_store_spec(store: JobStore, spec: JobSpec, *, code_hash: str) -> bo
         code_hash=code_hash,
         stored_code_hash=stored.code_hash,
         trials_done=store.trial_count(),
+        stored_storage_at=stored.storage_at,
     )
     return False
+
+
+def _storage_issues(stored_at: str, storage: str) -> list[ConfigIssue]:
+    at = storage_location(storage)
+    if at == stored_at:
+        return []
+    rule = (
+        f"it is {at!r} here, but this job id's results are at {stored_at!r} (a relative folder "
+        "is resolved in the folder a run starts in), and one job's results may not be split"
+    )
+    return [
+        ConfigIssue(
+            "storage",
+            storage,
+            rule,
+            f"set storage to {stored_at!r}, or run with `ultron resume JOB`, which finds it",
+        )
+    ]
 
 
 def _normalized(name: str, value: Any) -> Any:
@@ -278,3 +305,60 @@ def _budget_issues(stored: dict[str, Any], spec: JobSpec, trials_done: int) -> l
         old = stored.get("parallelism", 1)
         issues.append(_changed("parallelism", old, spec.parallelism, what=" (with pop)"))
     return issues
+
+
+def spec_to_resume(store: JobStore, *, redis_url: str | None = None) -> JobSpec:
+    """The spec that resumes ``store``'s job as its first run stored it, with no spec file,
+    from any folder: its storage where the first run's was, its Redis ``redis_url`` (the one
+    the job was found in; ``None``: the job's own choice, as its first run made it).
+
+    Raises:
+        SpecError: the job cannot resume: it has no stored spec, it completed, or its stored
+            spec no longer validates (naming what to do instead).
+        JobBusyError: a live master runs the job.
+    """
+    from ultron.master.heartbeat import effective_status
+    from ultron.redis import keys
+    from ultron.spec.loader import load_spec
+
+    job_id = store.job_id
+    stored = store.stored_spec()
+    if stored is None:
+        raise SpecError(
+            [
+                ConfigIssue(
+                    "JOB",
+                    job_id,
+                    "this job has no stored spec to resume from (it never "
+                    "started, or an ultron before 0.1 ran it)",
+                    "run its spec again: ultron run SPEC --job-id " + job_id,
+                )
+            ],
+            source="ultron resume",
+        )
+    raw_status = store.client.hget(store.key, "status")
+    holder = store.client.get(keys.job_master(job_id, namespace=store.namespace))
+    status = effective_status(raw_status.decode() if raw_status else "", holder is not None)
+    if status == "completed":
+        raise SpecError(
+            [
+                ConfigIssue(
+                    "JOB",
+                    job_id,
+                    "this job completed: there is nothing to resume",
+                    "to run more trials, raise num_iterations: ultron run SPEC --job-id " + job_id,
+                )
+            ],
+            source="ultron resume",
+        )
+    if status in ACTIVE:
+        raise JobBusyError(
+            f"job {job_id} is {status}: a live process runs it ({holder.decode()}); "
+            f"one master runs a job at a time. Fix: wait for it (`ultron status {job_id}`), "
+            f"or stop it with `ultron cancel {job_id}` first"
+        )
+    raw = dict(stored.spec)
+    if stored.storage_at is not None:
+        raw["storage"] = stored.storage_at
+    raw["redis_url"] = redis_url
+    return load_spec(raw, check_code=True)
