@@ -3,6 +3,7 @@
 What a user calls:
 
 - :func:`ultron.run` runs a job from a spec and returns an :class:`~ultron.HPOResult`;
+- :func:`ultron.resume` resumes an unfinished job by its id, from the spec it stored;
 - :func:`ultron.report` sends intermediate metrics from inside a model's ``score``;
 - :class:`ultron.ModelInterface` is the paper's model interface (Fig. 4).
 
@@ -17,7 +18,7 @@ from ultron.errors import SpecError, UltronError
 from ultron.model import ModelInterface, ReportDecision, report
 
 if TYPE_CHECKING:
-    from ultron.api import run
+    from ultron.api import resume, run
     from ultron.master.results import HPOResult
     from ultron.spec.job import JobSpec
 
@@ -29,11 +30,17 @@ __all__ = [
     "SpecError",
     "UltronError",
     "report",
+    "resume",
     "run",
 ]
 __version__ = "0.1.0"
 
-_LAZY = {"run": "ultron.api", "HPOResult": "ultron.master.results", "JobSpec": "ultron.spec.job"}
+_LAZY = {
+    "run": "ultron.api",
+    "resume": "ultron.api",
+    "HPOResult": "ultron.master.results",
+    "JobSpec": "ultron.spec.job",
+}
 
 
 def __getattr__(name: str) -> Any:

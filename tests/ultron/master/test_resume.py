@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 
-from ultron.errors import SpecError
-from ultron.master.job_state import JobState, JobStore
-from ultron.master.resume import MAY_CHANGE, check_or_store_spec, check_resume
+from ultron.errors import JobBusyError, SpecError
+from ultron.master.heartbeat import MasterLease
+from ultron.master.job_state import JobState, JobStatus, JobStore
+from ultron.master.resume import MAY_CHANGE, check_or_store_spec, check_resume, spec_to_resume
 from ultron.spec.job import JobSpec
 from ultron.trial_records import TrialResult, TrialStatus
 
@@ -212,3 +214,50 @@ def test_a_job_stored_without_a_spec_gets_one(redis_url: str) -> None:
     assert check_or_store_spec(store, _spec(), code_hash="c0de") is True
     with pytest.raises(SpecError):
         check_or_store_spec(store, _spec(seed=1), code_hash="c0de")
+
+
+TOY = Path(__file__).parents[2] / "data" / "toy"
+
+
+def _started_in(folder: Path, store: JobStore, monkeypatch: pytest.MonkeyPatch) -> JobSpec:
+    """The job's first run, started in ``folder`` with ``storage: runs`` (relative)."""
+    monkeypatch.chdir(folder)
+    spec = _spec(code=str(TOY), model="toy_model:Sleepy", storage="runs", redis_url=None)
+    assert check_or_store_spec(store, spec, code_hash="c0de")
+    store.set_status(JobStatus.RUNNING)
+    return spec
+
+
+def test_a_resume_runs_the_stored_spec_where_its_storage_was(
+    redis_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, first, elsewhere = _store(redis_url), tmp_path / "first", tmp_path / "elsewhere"
+    first.mkdir(), elsewhere.mkdir()
+    spec = _started_in(first, store, monkeypatch)
+    monkeypatch.chdir(elsewhere)  # from any folder
+    resumed = spec_to_resume(store, redis_url=redis_url)  # the job is lost: no lease
+    assert resumed.storage == str(first / "runs") and resumed.redis_url == redis_url
+    assert resumed.model == spec.model and resumed.search_space == spec.search_space
+    check_or_store_spec(store, resumed, code_hash="c0de")  # the same place: accepted
+    with pytest.raises(SpecError) as caught:  # `runs` here is another folder: refused
+        check_or_store_spec(store, spec, code_hash="c0de")
+    assert [i.field for i in caught.value.issues] == ["storage"]
+    assert str(first / "runs") in str(caught.value)
+
+
+def test_a_resume_of_a_completed_or_running_job_is_refused(
+    redis_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = _store(redis_url)
+    _started_in(tmp_path, store, monkeypatch)
+    lease = MasterLease(store.client, store.job_id, ttl_s=30.0)
+    assert lease.take()
+    with pytest.raises(JobBusyError, match="a live process runs it"):
+        spec_to_resume(store)
+    lease.release()
+    store.set_status(JobStatus.COMPLETED)
+    with pytest.raises(SpecError, match="this job completed: there is nothing to resume"):
+        spec_to_resume(store)
+    store.client.hdel(store.key, "spec")
+    with pytest.raises(SpecError, match="no stored spec"):
+        spec_to_resume(store)
