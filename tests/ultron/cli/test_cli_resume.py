@@ -7,6 +7,7 @@ the trials of ``toy_model:Sleepy`` log their start and end, so the tests count w
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -85,11 +86,15 @@ def _stored(client: redis.Redis, trials: str) -> set[float]:
     return {json.loads(v)["hyperparameters"]["x"] for v in client.hvals(trials)}
 
 
-def _job_process(supervisor: int) -> psutil.Process:
-    """The job's process: the supervising ``ultron run``'s child in a process group of its own."""
-    children = psutil.Process(supervisor).children()
-    (child,) = [c for c in children if os.getpgid(c.pid) == c.pid]
-    return child
+def _job_processes(supervisor: int) -> list[int]:
+    """The job's process (one, or none between a death and a restart): the supervising
+    ``ultron run``'s child in a process group of its own."""
+    found = []
+    for child in psutil.Process(supervisor).children():
+        with contextlib.suppress(ProcessLookupError, psutil.Error):
+            if os.getpgid(child.pid) == child.pid and child.status() != psutil.STATUS_ZOMBIE:
+                found.append(child.pid)
+    return found
 
 
 def test_a_killed_job_comes_back_is_shown_lost_and_resumes_from_another_folder(
@@ -112,10 +117,10 @@ def test_a_killed_job_comes_back_is_shown_lost_and_resumes_from_another_folder(
         # 1. Supervision: the job's process is SIGKILLed (as the OOM killer does); `ultron run`
         # starts it again with the same job id, and it goes on.
         _wait_for("two trials done", lambda: redis_client.hlen(trials) >= 2)
-        victim = _job_process(proc.pid)
+        (victim,) = _job_processes(proc.pid)
         stored_first = _stored(redis_client, trials)
-        victim.kill()
-        _wait_for("the job restarted", lambda: _job_process(proc.pid).pid != victim.pid)
+        os.kill(victim, signal.SIGKILL)
+        _wait_for("the job restarted", lambda: _job_processes(proc.pid) not in ([], [victim]))
         _wait_for("a trial done after the restart", lambda: redis_client.hlen(trials) >= 4)
         assert "running" in _row(job_id, redis_url)
 
