@@ -1,4 +1,6 @@
-"""The ``ultron`` command line: ``ultron run SPEC``, ``ultron validate SPEC``, ``ultron serve``.
+"""The ``ultron`` command line: ``ultron run SPEC``, ``ultron resume JOB``, ``ultron validate
+SPEC``, ``ultron serve``. ``ultron run`` and ``ultron resume`` run the job in a child process
+that comes back if it dies (:mod:`ultron.cli.supervise`).
 
 The admin commands, ``ultron limits`` (show and set the stored limits) and ``ultron jobs`` (every
 job the Redis knows), are in :mod:`ultron.cli.admin`; ``ultron submit``, ``ultron status``,
