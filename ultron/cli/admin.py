@@ -189,7 +189,9 @@ def set_limit(
 def jobs(tenant: TenantOption = None, redis_url: RedisUrl = None) -> None:
     """Every job the Redis knows, newest first (by when it started, or began to hold or wait
     for units): its state (queued, preparing, running, lost, completed, failed, cancelled;
-    holding or waiting for units), tenant, units, best score, since when."""
+    holding units, or its place in the queue), tenant, trials by status, units, best score,
+    since when."""
+    from ultron.master.job_state import counts_text
     from ultron.master.overview import known_jobs, overview
 
     rows: dict[str, tuple[float, list[str]]] = {}
@@ -202,12 +204,13 @@ def jobs(tenant: TenantOption = None, redis_url: RedisUrl = None) -> None:
         state = job_state(job)
         state = f"{state} (holding)" if held and job.status == "running" else state
         units = _units(held.units) if held else "-"
-        cells = [job.job_id, job.tenant, state, units, best]
+        cells = [job.job_id, job.tenant, state, counts_text(job.trials) or "-", units, best]
         rows[job.job_id] = (job.started, cells)  # a job that never saved a trial is new too
     for job_id, lease in holders.items():
         held_units = _units(lease.units)
         if job_id not in rows:
-            rows[job_id] = (lease.since, [job_id, lease.tenant, "holding", held_units, "-"])
+            cells = [job_id, lease.tenant, "holding", "-", held_units, "-"]
+            rows[job_id] = (lease.since, cells)
         else:
             rows[job_id][1][-2] = held_units
     places: dict[str, int] = {}
@@ -215,7 +218,9 @@ def jobs(tenant: TenantOption = None, redis_url: RedisUrl = None) -> None:
         places[waiting.tenant] = places.get(waiting.tenant, 0) + 1
         state = f"queued (#{places[waiting.tenant]} of its tenant)"
         units = _units(waiting.units)
-        rows[waiting.job_id] = (waiting.since, [waiting.job_id, waiting.tenant, state, units, "-"])
+        trials = rows[waiting.job_id][1][3] if waiting.job_id in rows else "-"
+        cells = [waiting.job_id, waiting.tenant, state, trials, units, "-"]
+        rows[waiting.job_id] = (waiting.since, cells)
     shown = [
         (since, cells)
         for since, cells in sorted(rows.values(), key=lambda r: -r[0])
@@ -226,7 +231,7 @@ def jobs(tenant: TenantOption = None, redis_url: RedisUrl = None) -> None:
         _out().print(f"no job{escape(whose)} is known to this Redis", highlight=False)
         return
     table = Table(title="Jobs" if tenant is None else f"Jobs of tenant {escape(tenant)}")
-    for column in ("job", "tenant", "state", "units", "best", "since"):
+    for column in ("job", "tenant", "state", "trials", "units", "best", "since"):
         table.add_column(column, overflow="fold")
     for since, cells in shown:
         table.add_row(*map(escape, cells), _when(since) if since else "-")

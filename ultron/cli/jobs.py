@@ -85,7 +85,9 @@ def _show(job: Any) -> None:
         if job.best_score is not None
         else f"no {job.metric} yet"
     )
-    counts = ", ".join(f"{n} {status}" for status, n in sorted(job.trials.items()))
+    from ultron.master.job_state import counts_text
+
+    counts = counts_text(job.trials)
     out.print(
         f"job [bold]{escape(job.job_id)}[/] ({escape(job.tenant)}): {escape(job_state(job))}, "
         f"{job.done} of {budget} trials done{f' ({counts})' if counts else ''}; {escape(best)}"

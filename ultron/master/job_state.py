@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
@@ -49,7 +49,15 @@ from ultron.trial_records import TrialResult
 if TYPE_CHECKING:
     from ultron.spec.job import JobSpec
 
-__all__ = ["ACTIVE", "JobState", "JobStatus", "JobStore", "StoredSpec", "trial_counts"]
+__all__ = [
+    "ACTIVE",
+    "JobState",
+    "JobStatus",
+    "JobStore",
+    "StoredSpec",
+    "counts_text",
+    "trial_counts",
+]
 
 
 class JobStatus(StrEnum):
@@ -79,6 +87,12 @@ def trial_counts(trials: Sequence[TrialResult]) -> str:
     counts: dict[str, int] = {}
     for trial in trials:
         counts[str(trial.status)] = counts.get(str(trial.status), 0) + 1
+    return counts_text(counts)
+
+
+def counts_text(counts: Mapping[str, int]) -> str:
+    """Trial counts by status as text: ``{"failed": 1, "completed": 3}`` -> ``"3 completed,
+    1 failed"`` (statuses in name order)."""
     return ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
 
 
