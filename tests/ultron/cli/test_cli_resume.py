@@ -35,13 +35,17 @@ BEAT_S = 1.5  # ULTRON_HEARTBEAT_S of these jobs: lost within 3 of them
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ultron_home")]
 
 
-def _spec(folder: Path, redis_url: str, *, trials: int) -> Path:
+def _spec(folder: Path, redis_url: str, *, trials: int, gate: str = "") -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     spec = {
         "name": "comes-back",
         "code": str(REPO / "tests" / "data" / "toy"),
         "model": "toy_model:Sleepy",
-        "search_space": {"x": {"type": "uniform", "low": 0.0, "high": 1.0}, "sleep": [1.0]},
+        "search_space": {
+            "x": {"type": "uniform", "low": 0.0, "high": 1.0},
+            "sleep": [1.0],
+            **({"gate": [gate]} if gate else {}),
+        },
         "num_iterations": trials,
         "parallelism": 2,
         "redis_url": redis_url,
@@ -169,14 +173,15 @@ def test_a_killed_job_comes_back_is_shown_lost_and_resumes_from_another_folder(
     assert json.loads((first / "runs" / job_id / "best.json").read_text())["status"] == "completed"
 
 
-def test_two_masters_for_one_job_one_runs_the_other_is_refused(
+def test_a_second_master_for_a_running_job_is_refused(
     tmp_path: Path, redis_url: str, redis_client: redis.Redis
 ) -> None:
-    calls, job_id = tmp_path / "calls.jsonl", f"twice-{os.getpid()}"
-    spec = _spec(tmp_path, redis_url, trials=4)
+    calls, job_id, gate = tmp_path / "calls.jsonl", f"twice-{os.getpid()}", tmp_path / "gate"
+    spec = _spec(tmp_path, redis_url, trials=4, gate=str(gate))  # trials wait for the gate
     command = [ULTRON, "run", str(spec), "--job-id", job_id, "--restarts", "0"]
-    procs = [
-        subprocess.Popen(
+
+    def start() -> subprocess.Popen[str]:
+        return subprocess.Popen(
             command,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -185,19 +190,21 @@ def test_two_masters_for_one_job_one_runs_the_other_is_refused(
             cwd=tmp_path,
             start_new_session=True,
         )
-        for _ in range(2)
-    ]
+
+    first = start()
     try:
-        outputs = [p.communicate(timeout=300) for p in procs]
+        _wait_for("the first master's trials", lambda: bool(_calls(calls)))
+        second = start()
+        out, refused = second.communicate(timeout=300)  # it waits at most 2.5 beats + 1
+        gate.touch()  # the first master's trials go on
+        first_out, first_err = first.communicate(timeout=300)
     finally:
-        for p in procs:
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGKILL)
-    codes = sorted(p.returncode for p in procs)
-    assert codes == [0, ExitCode.BUSY], outputs
-    refused = next(err for p, (_, err) in zip(procs, outputs, strict=True) if p.returncode)
+        if first.poll() is None:
+            os.killpg(first.pid, signal.SIGKILL)
+    assert second.returncode == ExitCode.BUSY, out + refused
     assert f"job {job_id} is running in another process" in refused
     assert "Traceback" not in refused and "failed" not in refused
+    assert first.returncode == 0, first_out + first_err
     starts = Counter(e["x"] for e in _calls(calls) if e["event"] == "start")
     assert len(starts) == 4 and set(starts.values()) == {1}  # never two dispatching
     assert redis_client.hlen(keys.job_trials(job_id)) == 4

@@ -102,11 +102,15 @@ class Stubborn:
 
 
 class Sleepy:
-    """Logs its start and end, sleeps ``sleep`` seconds (default 0.6), returns ``x``."""
+    """Logs its start and end, sleeps ``sleep`` seconds (default 0.6), returns ``x``; with
+    ``gate`` (a path) it first waits for that file to exist, so a test holds its trials."""
 
     def score(self, hyperparameters: dict, checkpoint_path: str, resume: bool) -> float:
         x = float(hyperparameters["x"])
         _log(event="start", x=x, resume=resume)
+        gate = hyperparameters.get("gate")
+        while gate and not os.path.exists(gate):
+            time.sleep(0.05)
         time.sleep(float(hyperparameters.get("sleep", 0.6)))
         _log(event="end", x=x)
         return x
