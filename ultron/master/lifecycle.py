@@ -109,6 +109,29 @@ def job_lifecycle(job: JobSpec, job_id: str, *, finalize: Finalize) -> Iterator[
                 yield from _finalized(run, job, job_id, finalize)
 
 
+def _finalized(run: JobRun, job: JobSpec, job_id: str, finalize: Finalize) -> Iterator[JobRun]:
+    """Yield ``run`` to the body; ``finalize`` whatever happens (see :func:`job_lifecycle`)."""
+    try:
+        yield run
+    except BaseException as exc:
+        run.error = f"{type(exc).__name__}: {exc}"
+        cancelled = is_cancellation(exc)
+        run.status = JobStatus.CANCELLED if cancelled else JobStatus.FAILED
+        if not cancelled:
+            raise
+    finally:
+        run.summary = finalize(
+            job,
+            job_id,
+            run.redis_url,
+            run.resources,
+            run.state,
+            run.error,
+            run.seconds,
+            run.status,
+        )
+
+
 def is_cancellation(exc: BaseException) -> bool:
     """A signal asked the job to stop (ours, or Prefect's SIGTERM bridge before ours was up)."""
     from prefect.exceptions import TerminationSignal
