@@ -62,6 +62,6 @@ def test_writes_are_throttled_and_the_last_one_comes_at_close() -> None:
     assert len(boards) == 1  # no write between the first (no trials yet) and the last
     rows = json.loads(boards[0].data) if isinstance(boards[0].data, str) else boards[0].data
     assert [row["trial"] for row in rows][:3] == ["0000", "0001", "0002"]  # best first
-    assert "30 of 30 trials; best score 0 with {'x': 0}" in boards[0].description
+    assert "30 of 30 trials (30 completed); best score 0 with {'x': 0}" in boards[0].description
     progress = [a for a in found if a.key == f"{key}-progress"]
     assert len(progress) == 1 and float(progress[0].data) == 100.0
