@@ -6,7 +6,8 @@ Its process is killed after its first trial is stored; the worker marks the run 
 the automation schedules it again once it stayed so 30 s, the worker runs the same flow run
 (once: one more run, never two masters), and the job resumes with its id and completes: every
 configuration scored once, only the trials running at the kill training their current epoch
-again.
+again. Between the kill and the rerun, ``ultron jobs`` shows the job ``lost`` (its lease, renewed
+by the heartbeat, ran out: ultron/master/heartbeat.py).
 """
 
 from __future__ import annotations
@@ -23,13 +24,16 @@ from typing import Any
 
 import pytest
 import redis
+from typer.testing import CliRunner
 
+from ultron.cli.main import app
 from ultron.deploy.restarts import AUTOMATION_NAME
 from ultron.paths import new_job_id
 
 TOY = Path(__file__).parents[1] / "data" / "toy"
 EPOCHS = 4
 XS = [1.0, 2.0, 3.0, 4.0]
+BEAT_S = 2  # ULTRON_HEARTBEAT_S of the job: lost 5 s after the kill, well inside the 30 s wait
 
 pytestmark = pytest.mark.slow
 
@@ -41,6 +45,12 @@ def _wait_for(condition: Callable[[], Any], what: str, timeout: float = 300.0) -
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.1)
     return value
+
+
+def _jobs_row(job_id: str, redis_url: str) -> str:
+    """The job's row in ``ultron jobs``."""
+    shown = CliRunner().invoke(app, ["jobs", "--redis-url", redis_url], env={"COLUMNS": "200"})
+    return next((line for line in shown.output.splitlines() if job_id in line), "")
 
 
 def _epochs(calls: Path) -> list[dict]:
@@ -73,7 +83,9 @@ def test_a_killed_flow_run_is_run_again_by_prefect_and_the_job_completes(
         run = client.create_flow_run_from_deployment(
             deployment.id,
             parameters={"spec": spec},
-            job_variables={"env": {"TOY_CALLS_FILE": str(calls)}},
+            job_variables={
+                "env": {"TOY_CALLS_FILE": str(calls), "ULTRON_HEARTBEAT_S": str(BEAT_S)}
+            },
         )
         job_id = new_job_id(spec["name"], suffix=str(run.id)[:8])  # as the flow derives it
         trials = f"ultron:job:{job_id}:trials"
@@ -84,6 +96,11 @@ def test_a_killed_flow_run_is_run_again_by_prefect_and_the_job_completes(
         os.kill(int(str(pid).rsplit(":", 1)[-1]), signal.SIGKILL)
         killed_at = time.time()
         stored_before = set(store.hkeys(trials))
+        # No process runs the job now: `ultron jobs` says so, before Prefect runs it again.
+        lost = _wait_for(
+            lambda: "lost (since" in (row := _jobs_row(job_id, redis_url)) and row, "lost"
+        )
+        assert client.read_flow_run(run.id).run_count == 1, lost  # seen lost before the rerun
 
         _wait_for(lambda: client.read_flow_run(run.id).state.is_completed(), "completion", 600)
         history = client.read_flow_run_states(run.id)
