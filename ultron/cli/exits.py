@@ -31,7 +31,7 @@ from __future__ import annotations
 import signal
 import traceback
 from enum import IntEnum
-from typing import NoReturn
+from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
@@ -47,7 +47,12 @@ from ultron.errors import (
     printable,
 )
 
-__all__ = ["ExitCode", "code_for", "fail", "set_verbose"]
+__all__ = ["ExitCode", "VerboseOption", "code_for", "fail", "set_verbose"]
+
+VerboseOption = Annotated[
+    bool, typer.Option("--verbose", "-v", help="Show Prefect's and Dask's logs here too.")
+]
+"""``--verbose``/``-v`` of the commands that run jobs (their logs go to the job's log file)."""
 
 # soft_wrap: an error is printed whole, its lines as they are, at any terminal width (rich would
 # otherwise break them at the width, COLUMNS or 80 without a terminal, mid-sentence).

@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ultron.cli.admin import RedisUrl, shared_redis
-from ultron.cli.exits import ExitCode, err_console, fail, set_verbose
+from ultron.cli.exits import ExitCode, VerboseOption, err_console, fail, set_verbose
 from ultron.cli.output import JobConsole, logs_to
 from ultron.errors import SpecError, UltronError
 
@@ -53,9 +53,7 @@ def experiment(
     storage: Annotated[
         str | None, typer.Option(help="Where results go (default: the spec's).")
     ] = None,
-    verbose: Annotated[
-        bool, typer.Option("--verbose", "-v", help="Show Prefect's and Dask's logs here too.")
-    ] = False,
+    verbose: VerboseOption = False,
 ) -> None:
     """Run SEEDS jobs per strategy and write the table of best scores (mean, standard
     deviation, every seed), the plots and an HTML report. Prefect's and Dask's logs go to the

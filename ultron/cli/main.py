@@ -23,7 +23,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ultron.cli.exits import code_for, err_console, fail, set_verbose
+from ultron.cli.exits import VerboseOption, code_for, err_console, fail, set_verbose
 from ultron.cli.output import JobConsole, divert_output, logs_to
 from ultron.errors import JobBusyError, JobCancelledError, SpecError, UltronError, printable
 
@@ -136,9 +136,7 @@ def run(
         str | None,
         typer.Option(help="Resume or name the job with this id (letters, digits, . _ -)."),
     ] = None,
-    verbose: Annotated[
-        bool, typer.Option("--verbose", "-v", help="Show Prefect's and Dask's logs here too.")
-    ] = False,
+    verbose: VerboseOption = False,
     restarts: RestartsOption = 2,
 ) -> None:
     """Run an HPO job: a progress bar while it runs (a line per trial when piped), the
@@ -258,9 +256,7 @@ def resume(
         str | None,
         typer.Option(help="The Redis the job is in; default REDIS_URL, else the embedded one."),
     ] = None,
-    verbose: Annotated[
-        bool, typer.Option("--verbose", "-v", help="Show Prefect's and Dask's logs here too.")
-    ] = False,
+    verbose: VerboseOption = False,
     restarts: RestartsOption = 2,
 ) -> None:
     """Resume an unfinished job (lost, cancelled, failed) from the spec its first run stored:
