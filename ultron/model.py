@@ -11,19 +11,22 @@ A user's model is a class with one method::
 ``score`` runs in a trial process on a worker. ``resume`` is true when the trial is run again
 (after an infrastructure failure or a suspension) and a checkpoint may be waiting in
 ``checkpoint_path``.
+
+A trial process holds no Redis credentials: ``report`` hands each entry to the trial's Dask
+worker over the socket the worker owns (:mod:`ultron.worker.process`), and the worker writes it
+under the job's keys and answers whether early stopping asked the trial to stop
+(:mod:`ultron.worker.runner`).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
-
-from ultron.redis import keys  # a leaf module; ultron.services re-exports lazily
 
 __all__ = ["ModelInterface", "ReportDecision", "TrialContext", "current_trial", "report"]
 
@@ -52,33 +55,16 @@ class ReportDecision(StrEnum):
 
 @dataclass
 class TrialContext:
-    """The trial a process is running now; set by the trial process around ``score``."""
+    """The trial a process is running now; set by the trial process around ``score``.
+
+    ``send`` hands one report to the worker and returns whether the trial should stop; the
+    trial process provides it (the socket to its worker), so no Redis client lives here.
+    """
 
     job_id: str
     trial_id: str
-    redis_url: str
-    stream: bool = False  # also push reports to the job's stream (early stopping reads it)
+    send: Callable[[dict[str, Any]], bool]
     reports: list[dict[str, Any]] = field(default_factory=list)
-    _client: Any = None
-
-    @property
-    def reports_key(self) -> str:
-        return keys.trial_reports(self.job_id, self.trial_id)
-
-    @property
-    def stop_key(self) -> str:
-        return keys.trial_stop(self.job_id, self.trial_id)
-
-    @property
-    def stream_key(self) -> str:
-        return keys.report_stream(self.job_id)
-
-    def client(self) -> Any:
-        if self._client is None:
-            from ultron.redis.client import connect
-
-            self._client = connect(self.redis_url)
-        return self._client
 
 
 _current: TrialContext | None = None
@@ -112,11 +98,4 @@ def report(step: int, **metrics: float) -> ReportDecision:
         return ReportDecision.CONTINUE
     entry = {"step": int(step), "time": time.time(), **{k: float(v) for k, v in metrics.items()}}
     context.reports.append(entry)
-    client = context.client()
-    pipe = client.pipeline()
-    pipe.rpush(context.reports_key, json.dumps(entry))
-    if context.stream:
-        pipe.rpush(context.stream_key, json.dumps({"trial_id": context.trial_id, **entry}))
-    pipe.exists(context.stop_key)
-    *_, stop = pipe.execute()
-    return ReportDecision.STOP if stop else ReportDecision.CONTINUE
+    return ReportDecision.STOP if context.send(entry) else ReportDecision.CONTINUE

@@ -8,6 +8,11 @@ then serves trial requests over a socket until the socket closes. A user error i
 reported, and the process serves the next trial; a crash kills only this process, which the
 worker replaces (see :mod:`ultron.worker.runner`).
 
+The socket is the trial's only way out to the job: the process holds no Redis credentials (not
+in its environment, its argv or its requests). ``ultron.report`` sends each report on it as
+``{"op": "report", "entry": ...}`` and waits for the worker's ``{"op": "decision", "stop":
+...}``; the worker writes the report under the job's keys (:mod:`ultron.worker.runner`).
+
 Isolation (:mod:`ultron.worker.isolation`): the process holds itself to the spec's
 ``resources.memory`` (``RLIMIT_DATA``, soft and hard, set before the user's code is imported)
 and, with a fractional ``resources.gpu``, to that share of its GPU's memory
@@ -32,7 +37,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -234,15 +239,39 @@ def _short(value: Any) -> str:
     return text if len(text) <= 80 else f"{text[:77]}..."
 
 
-def run_one(request: dict[str, Any], models: dict[str, Any]) -> dict[str, Any]:
-    """Run one trial request; never raises for the user's errors."""
+def _no_worker(entry: dict[str, Any]) -> bool:
+    """Where no worker listens (a unit test of :func:`run_one`): keep the report, go on."""
+    return False
+
+
+def worker_channel(conn: Connection) -> Callable[[dict[str, Any]], bool]:
+    """``ultron.report``'s way to the worker: send one report, return the worker's answer
+    (stop or not). One report at a time, from whichever thread of ``score`` makes it."""
+    lock = threading.Lock()
+
+    def send(entry: dict[str, Any]) -> bool:
+        with lock:
+            conn.send({"op": "report", "entry": entry})
+            answer = conn.recv()
+        return bool(answer.get("stop"))
+
+    return send
+
+
+def run_one(
+    request: dict[str, Any],
+    models: dict[str, Any],
+    send: Callable[[dict[str, Any]], bool] = _no_worker,
+) -> dict[str, Any]:
+    """Run one trial request; never raises for the user's errors.
+
+    Args:
+        request: the trial request as the worker sent it (no Redis URL in it).
+        models: model classes imported so far, by ``module:Class``.
+        send: hands one ``ultron.report`` entry to the worker; true when the trial should stop.
+    """
     started = time.monotonic()
-    context = TrialContext(
-        request["job_id"],
-        request["trial_id"],
-        request["redis_url"],
-        stream=bool(request.get("stream_reports")),
-    )
+    context = TrialContext(request["job_id"], request["trial_id"], send)
     set_current_trial(context)
     out: dict[str, Any] = {"status": "completed"}
     try:
@@ -346,6 +375,7 @@ def main(
     cap_gpu_memory(gpu_memory_fraction)  # first on sys.meta_path: sees every import of them
     _exit_with_parent()
     conn = Connection(fd)
+    send = worker_channel(conn)
     models: dict[str, Any] = {}
     conn.send({"op": "ready", "pid": os.getpid()})
     while True:
@@ -364,7 +394,7 @@ def main(
                 conn.send({"op": "imported", "error": f"{type(exc).__name__}: {exc}"})
             continue
         _redirect_output(request["log_path"])
-        out = run_one(request, models)
+        out = run_one(request, models, send)
         sys.stdout.flush()  # a last line without its end: in the log before the answer
         sys.stderr.flush()
         if _has_children():  # the scan of /proc costs milliseconds; most trials start nothing

@@ -6,6 +6,12 @@ its checkpoints, waits for its answer (stopping it past ``trial_timeout`` or an 
 stop), and writes the answer to Redis before returning it: the master reads it from there, and
 Dask running the attempt again gets it back instead of a second run. While the attempt runs, its
 output goes to the job's storage (:mod:`ultron.worker.trial_log`), all of it before the answer.
+
+The worker is the trial's only way to Redis: the trial process gets its request without the
+Redis URL (:func:`trial_message`) and an environment without it
+(:func:`ultron.secrets.trial_environ`). Its ``ultron.report`` calls come over the socket to the
+trial process, and :func:`_wait_for_answer` writes each under the job's keys (the trial's
+reports and, with early stopping, the job's report stream) and answers with the stop flag.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from ultron.worker.devices import on_claimed_gpus
 from ultron.worker.pool import ProcessDied, WarmProcess, checkin, checkout
 from ultron.worker.trial_log import ship_trial_log
 
-__all__ = ["reads_object_store", "run_trial"]
+__all__ = ["reads_object_store", "run_trial", "trial_message"]
 
 logger = logging.getLogger(__name__)
 
@@ -87,23 +93,76 @@ def _redis(url: str) -> Any:
     return _clients[url]
 
 
+def trial_message(request: TrialRequest) -> dict[str, Any]:
+    """The request as the trial process gets it: everything but the Redis URL (its password).
+
+    Example:
+        >>> request = TrialRequest("j", "t", {}, "m:M", "python", "loss", 1, "/c", "/l.log",
+        ...                        redis_url="redis://:pw-secret@h:6379/0")
+        >>> "redis_url" in trial_message(request), "pw-secret" in str(trial_message(request))
+        (False, False)
+    """
+    message = request.to_dict()
+    del message["redis_url"]
+    return message
+
+
+def _store_report(client: Any, request: TrialRequest, entry: dict[str, Any]) -> bool:
+    """Write one report of the trial under the job's keys; whether the trial should stop."""
+    pipe = client.pipeline(transaction=False)
+    pipe.rpush(keys.trial_reports(request.job_id, request.trial_id), json.dumps(entry))
+    if request.stream_reports:
+        stream_entry = json.dumps({"trial_id": request.trial_id, **entry})
+        pipe.rpush(keys.report_stream(request.job_id), stream_entry)
+    pipe.exists(keys.trial_stop(request.job_id, request.trial_id))
+    *_, stop = pipe.execute()
+    return bool(stop)
+
+
+def _report_entry(message: dict[str, Any]) -> dict[str, Any]:
+    """A report as the trial sent it, with only the fields a report has: a step, a time and
+    metric values (numbers), so a trial cannot write anything else under the job's keys."""
+    entry = message.get("entry")
+    if not isinstance(entry, dict):
+        raise ProcessDied(f"trial process sent an unknown message {str(message)[:80]!r}")
+    clean: dict[str, Any] = {}
+    for name, value in entry.items():
+        if not isinstance(name, str) or isinstance(value, bool):
+            continue
+        if isinstance(value, int | float):
+            clean[name] = value
+    return clean
+
+
 def _wait_for_answer(process: WarmProcess, request: TrialRequest) -> dict[str, Any]:
-    """The trial's answer; a trial that ignores a stop (early stopping, the job's goal reached,
-    a cancellation) is killed after its grace period (ForcedStop)."""
+    """The trial's answer, storing its reports as they come and answering each with the stop
+    flag; a trial that ignores a stop (early stopping, the job's goal reached, a cancellation)
+    is killed after its grace period (ForcedStop)."""
     deadline = None if request.timeout is None else time.monotonic() + request.timeout
-    key = keys.trial_stop(request.job_id, request.trial_id)
+    client = _redis(request.redis_url)
+    stop_key = keys.trial_stop(request.job_id, request.trial_id)
+    checked = time.monotonic()
     while True:
         left = 1.0 if deadline is None else min(1.0, max(deadline - time.monotonic(), 0.0))
         try:
-            return process.receive(left)
+            message: dict[str, Any] | None = process.receive(left)
         except TimeoutError:
             if deadline is not None and time.monotonic() >= deadline:
                 raise
-        raw = _redis(request.redis_url).get(key)
+            message = None
+        if message is not None and message.get("op") != "report":
+            return message
+        if message is not None:
+            stop = _store_report(client, request, _report_entry(message))
+            process.send({"op": "decision", "stop": stop})
+            if time.monotonic() - checked < 1.0:
+                continue  # a trial reporting fast: its stop flag is looked at once a second
+        checked = time.monotonic()
+        raw = client.get(stop_key)
         if raw:
-            stop = json.loads(raw)
-            if time.time() - stop["at"] > stop.get("grace", request.grace_period):
-                raise ForcedStop(stop["decision"])
+            asked = json.loads(raw)
+            if time.time() - asked["at"] > asked.get("grace", request.grace_period):
+                raise ForcedStop(asked["decision"])
 
 
 def _last_reported(request: TrialRequest) -> float | None:
@@ -165,7 +224,7 @@ def run_trial(request_data: dict[str, Any]) -> dict[str, Any]:
         secrets=request_data,
     )
     try:
-        process.send(request.to_dict())
+        process.send(trial_message(request))
         answer = _wait_for_answer(process, request)
     except TimeoutError:
         process.kill()
