@@ -28,13 +28,13 @@ def test_report_outside_a_trial_is_harmless() -> None:
 
 
 def test_the_trial_process_and_the_report_path_stay_light() -> None:
-    """A trial process imports ultron.worker.process, ultron.report's keys and ultron.data's
-    client: not the rest of their packages (the cluster factory, the spec, Optuna, Prefect)."""
+    """A trial process imports ultron.worker.process, ultron.report and ultron.data's client:
+    not the rest of their packages (the cluster factory, the spec, Optuna, Prefect), and no
+    Redis client at all (its reports go through its worker)."""
     code = (
-        "import sys, ultron.worker.process, ultron.model, ultron.checkpoints\n"
-        "from ultron.redis import keys\n"
+        "import sys, ultron.worker.process, ultron.model, ultron.checkpoints, ultron.data\n"
         "heavy = ('prefect', 'distributed', 'optuna', 'ultron.spec', 'ultron.master', "
-        "'ultron.cluster.factory', 'ultron.algorithms')\n"
+        "'ultron.cluster.factory', 'ultron.algorithms', 'redis', 'ultron.redis')\n"
         "print([m for m in heavy if m in sys.modules])\n"
     )
     out = subprocess.run(
@@ -57,12 +57,11 @@ def _ultron_modules(imports: str) -> set[str]:
 
 def test_no_package_of_ultron_mixes_trial_code_with_flow_only_code() -> None:
     """A room of ``ultron/`` holds code of one side: what the trial process imports (its entry
-    point, ``ultron.report``'s Redis path, ``ultron.data``, the checkpoint helpers), or what only
+    point, ``ultron.report``, ``ultron.data``, the checkpoint helpers), or what only
     the flow imports; a package holding both would make one side load, and depend on, the
     other's code."""
     trial = _ultron_modules(
-        "import ultron.worker.process, ultron.model, ultron.data, ultron.checkpoints\n"
-        "import ultron.redis.client, ultron.redis.keys"
+        "import ultron.worker.process, ultron.model, ultron.data, ultron.checkpoints"
     )
     worker = _ultron_modules("import ultron.worker.runner")
     flow = _ultron_modules(

@@ -5,6 +5,10 @@ soft and hard, set before the user's code is imported) and becomes a child subre
 process that a trial starts stays below it even when it calls ``setsid``; every such process
 is killed (:func:`end_descendants`) when ``score`` returns and when the trial process gets
 SIGTERM. The runner finds a trial process's descendants with :func:`descendants`.
+
+The worker side: before it starts a trial process, the Dask worker makes itself not dumpable
+(:func:`hide_from_trials`), so a trial of the same user cannot read its ``/proc/PID/environ``
+or memory, where the job's Redis URL is.
 """
 
 from __future__ import annotations
@@ -15,9 +19,31 @@ import signal
 import sys
 import time
 
-__all__ = ["become_subreaper", "descendants", "end_descendants", "limit_memory"]
+__all__ = [
+    "become_subreaper",
+    "descendants",
+    "end_descendants",
+    "hide_from_trials",
+    "limit_memory",
+]
 
-_PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
+_PR_SET_DUMPABLE = 4  # linux/prctl.h
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def hide_from_trials() -> None:
+    """Make this process (a Dask worker) not dumpable: only root may then read its
+    ``/proc/PID/environ``, ``mem`` and ``fd`` or attach a debugger to it, so the trial
+    processes it starts (the user's code, as the same user) cannot take the job's Redis URL from
+    its environment or memory. The trial processes themselves stay dumpable: ``execve`` resets
+    the flag. A no-op where the system has no ``prctl`` (not Linux).
+
+    Also means: the worker leaves no core dump, and a profiler attaches to it only as root.
+    """
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
 
 
 def limit_memory(limit: int | None) -> None:

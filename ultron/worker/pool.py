@@ -10,11 +10,13 @@ A trial process holds itself to the trial's ``memory_limit`` and, with a fractio
 ``gpu_memory_fraction`` of the GPU's memory (:mod:`ultron.worker.gpu_memory`) for its whole
 life, and gets the worker's environment less the secrets it does not need
 (:func:`ultron.secrets.trial_environ`): no Redis URL, and object-store credentials only for a
-trial that reads an object store itself. So warm processes are kept by code base, limits and
-credentials. A trial that ran out of memory (the machine's or its GPU's) retires its process
+trial that reads an object store itself; the worker makes itself not dumpable first
+(:func:`ultron.worker.isolation.hide_from_trials`), so a trial cannot read the URL from the
+worker's ``/proc`` files either, and its requests carry none (the worker writes its
+reports). So warm processes are kept by code base, limits and credentials. A trial that
+ran out of memory (the machine's or its GPU's) retires its process
 (:func:`ultron.worker.runner.run_trial`): what it leaked goes with it. Stopping one ends
-everything it started, children in sessions of their
-own included (see :meth:`WarmProcess.kill`).
+everything it started, children in sessions of their own included (see :meth:`WarmProcess.kill`).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from typing import Any
 
 from ultron.secrets import trial_environ
 from ultron.worker.devices import gpu_environ, trial_gpus
-from ultron.worker.isolation import descendants
+from ultron.worker.isolation import descendants, hide_from_trials
 
 __all__ = ["ProcessDied", "WarmProcess", "checkin", "checkout", "shutdown_processes", "warm_up"]
 
@@ -80,6 +82,7 @@ class WarmProcess:
         self.object_store = object_store
         self.gpus = gpus  # its CUDA_VISIBLE_DEVICES (ultron.worker.devices); None: the worker's
         self.gpu_memory_fraction = gpu_memory_fraction
+        hide_from_trials()  # this worker's environment and memory hold the Redis URL
         env = {**trial_environ(os.environ, object_store=object_store), **gpu_environ(gpus)}
         parent, child = socket.socketpair()
         os.makedirs(os.path.dirname(log_path), exist_ok=True)
