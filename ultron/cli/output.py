@@ -75,7 +75,10 @@ def logs_to(log_path: Path, *, verbose: bool) -> Iterator[None]:
         return
     sys.stderr.flush()
     saved = os.dup(2)
-    previous = err_console.file
+    # What the console was given, not what it writes to now: None means "sys.stderr of the
+    # moment", which a test's CliRunner swaps per command (keeping the stream of one command
+    # would write later commands' errors to a closed file).
+    previous = err_console._file
     err_console.file = terminal = os.fdopen(os.dup(2), "w", buffering=1)
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(fd, 2)
@@ -87,5 +90,5 @@ def logs_to(log_path: Path, *, verbose: bool) -> Iterator[None]:
         os.dup2(saved, 2)
         os.close(saved)
         if err_console.file is terminal:  # not diverted meanwhile (the terminal closed)
-            err_console.file = previous
+            err_console._file = previous
         terminal.close()
