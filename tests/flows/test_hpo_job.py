@@ -109,7 +109,8 @@ def test_small_space_trains_each_configuration_once(
     assert result.cache_hits == 10 - len(distinct)
     assert sum(t.status is TrialStatus.CACHED for t in result.trials) == result.cache_hits
     assert result.best_score == min(t.score for t in result.trials if t.score is not None)
-    assert [e.done for e in events] == list(range(1, 11))  # one event per trial, cached ones too
+    # One when the job is accepted (none done yet), then one per trial, cached ones too.
+    assert [e.done for e in events] == list(range(0, 11))
     assert events[-1].best_score == result.best_score
 
 

@@ -149,12 +149,14 @@ def test_a_job_completes_across_a_failover_with_nothing_lost(
 
     set_status = JobStore.set_status
 
-    def finalize_waits_for_the_kill(store: JobStore, status: JobStatus) -> None:
-        if status is not JobStatus.RUNNING:  # finalize's first write
+    ended = {JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.CANCELLED}
+
+    def finalize_waits_for_the_kill(store: JobStore, status: JobStatus, **why: Any) -> None:
+        if status in ended:  # finalize's first write
             in_finalize.set()
             if not released.wait(WAIT_S):
                 raise TimeoutError("the test never let finalize go on")
-        set_status(store, status)
+        set_status(store, status, **why)
 
     monkeypatch.setattr(JobStore, "set_status", finalize_waits_for_the_kill)
 

@@ -41,8 +41,14 @@ def _files(root: Path) -> dict[str, bytes]:
 
 
 def _state(client: redis.Redis, job_id: str) -> tuple[dict[Any, Any], ...]:
+    """The job's record, trial table and curves; not the time of its master's last heartbeat,
+    which a refused run stamps too: it holds the job's lease (one master at a time) while it
+    checks the spec, and changes nothing of the job."""
     store = JobStore(client, job_id)
-    return tuple(client.hgetall(key) for key in (store.key, store.trials_key, store.curves_key))
+    record = {
+        k: v for k, v in client.hgetall(store.key).items() if k not in ("heartbeat", b"heartbeat")
+    }
+    return (record, *(client.hgetall(key) for key in (store.trials_key, store.curves_key)))
 
 
 def test_tenants_share_no_scores_checkpoints_or_job_ids(

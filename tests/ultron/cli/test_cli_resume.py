@@ -158,7 +158,7 @@ def test_a_killed_job_comes_back_is_shown_lost_and_resumes_from_another_folder(
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-    assert f"job {job_id} completed: 8 trials" in resumed.stdout
+    assert f"job {job_id} completed (budget: 8 trials): 8 trials" in resumed.stdout
     rows = [json.loads(v) for v in redis_client.hvals(trials)]
     assert len(rows) == 8 and {r["status"] for r in rows} == {"completed"}
     log = _calls(calls)

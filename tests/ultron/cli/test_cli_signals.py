@@ -69,7 +69,8 @@ def test_a_closed_pipe_never_ends_the_job_and_a_refused_rerun_prints_only_its_er
     best = _best(tmp_path, job_id)
     assert best["status"] == "completed" and best["error"] is None
     log = Path(os.environ["ULTRON_HOME"]) / "scratch" / job_id / "job.log"
-    assert f"job {job_id} completed: 2 trials" in log.read_text()  # the rest went on, there
+    # The rest went on, there.
+    assert f"job {job_id} completed (budget: 2 trials): 2 trials" in log.read_text()
     # `ultron report JOB`, from another folder, finds the results where the job's record says.
     assert Path.cwd() != tmp_path
     shown = CliRunner().invoke(app, ["report", job_id, "--redis-url", redis_url])

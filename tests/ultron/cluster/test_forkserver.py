@@ -181,6 +181,7 @@ def test_a_job_runs_its_trials_on_workers_forked_from_the_forkserver(
     ) as job:
         seen = _forked_trial_seen(job, calls)
         output, _ = job.communicate(timeout=300)
-    assert job.returncode == 0 and "job forked-1 completed: 2 trials" in output, output
+    assert job.returncode == 0, output
+    assert "job forked-1 completed (budget: 2 trials): 2 trials" in output, output
     assert "Traceback" not in output
     assert seen, "no trial ran on a worker forked from the job's forkserver"

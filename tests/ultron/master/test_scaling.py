@@ -36,6 +36,8 @@ def _spec(**extra: object) -> JobSpec:
 def _job(client: redis.Redis) -> str:
     job_id = f"scale-{uuid.uuid4().hex[:8]}"
     client.hset(keys.job(job_id), "status", "running")
+    # A live master's lease (ultron.master.heartbeat): without it the job would be lost.
+    client.set(keys.job_master(job_id), "a-live-master", ex=300)
     return job_id
 
 
