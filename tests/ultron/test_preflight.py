@@ -199,10 +199,14 @@ def test_a_missing_bucket_is_named(s3_endpoint: str) -> None:
 
 
 def test_an_endpoint_that_does_not_answer_fails_within_the_timeout(s3_endpoint: str) -> None:
-    options: dict[str, Any] = {
-        "client_kwargs": {"endpoint_url": f"http://127.0.0.1:{_free_port()}"}
-    }
-    with _fails_within() as message:
-        check_storage("s3://ultron-test/runs", timeout_s=3.0, storage_options=options)
+    # An endpoint that takes the connection and never answers: a port nobody listens on would
+    # refuse at once, and botocore's retries of a refused connection may end before 3 s or not.
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)  # the kernel completes the connects; nothing ever reads or replies
+        port = silent.getsockname()[1]
+        options: dict[str, Any] = {"client_kwargs": {"endpoint_url": f"http://127.0.0.1:{port}"}}
+        with _fails_within() as message:
+            check_storage("s3://ultron-test/runs", timeout_s=3.0, storage_options=options)
     assert "storage is 's3://ultron-test/runs'" in message[0]
     assert "within 3 s" in message[0] and "endpoint" in message[0]
