@@ -1,6 +1,10 @@
 """Every Redis key ultron uses, in one place: the layout of what jobs share.
 
-All keys start with a namespace (``ultron`` unless a caller chooses another, as tests do):
+All keys start with a namespace: a tenant's own, :func:`tenant_namespace` (``ultron`` for the
+tenant ``default``, the one tenant of a Redis without ACL users; ``ultron:t:<tenant>`` for every
+other), or another a caller chooses, as tests do. A tenant's jobs, score cache and logs live
+under its namespace, so one ACL key pattern, :func:`tenant_key_patterns`, covers them and no other
+tenant's (:mod:`ultron.redis.tenants`); only the limiter's keys are shared by every tenant:
 
 - ``<ns>:job:<id>``: a hash with the job's status, its strategy's and stopper's state and the
   next trial number, and what its first run stored: ``spec`` (the job spec as JSON, our field
@@ -28,7 +32,9 @@ All keys start with a namespace (``ultron`` unless a caller chooses another, as 
   ``tenant_max_units`` (a hash tenant -> units); see :mod:`ultron.limiter.resource_limiter`.
 
 A job id belongs to the tenant of its first run (:mod:`ultron.master.resume`), so the keys
-under ``<ns>:job:<id>`` are that tenant's too.
+under ``<ns>:job:<id>`` are that tenant's too. Two tenants may use the same job id: their
+namespaces keep the jobs apart. (Before tenants had namespaces, every job was under ``ultron``:
+such a job reads as a job of the tenant ``default``.)
 
 Example:
     >>> job("quickstart-1a2b"), trial_stop("quickstart-1a2b", "0003")
@@ -39,6 +45,10 @@ Example:
     (True, 82)
     >>> key() == key(model="pkg.train:Other"), key() == key(tenant="team-b")
     (False, False)
+    >>> tenant_namespace("default"), tenant_namespace("team-a")
+    ('ultron', 'ultron:t:team-a')
+    >>> job("j-1", namespace=tenant_namespace("team-a"))
+    'ultron:t:team-a:job:j-1'
 """
 
 from __future__ import annotations
@@ -47,6 +57,8 @@ import hashlib
 import json
 
 __all__ = [
+    "DEFAULT_TENANT",
+    "LIMITER_KEYS",
     "NAMESPACE",
     "SCORE_CACHE_VERSION",
     "job",
@@ -59,12 +71,24 @@ __all__ = [
     "report_stream",
     "score_cache",
     "score_cache_pattern",
+    "tenant_key_patterns",
+    "tenant_namespace",
     "trial_reports",
     "trial_result",
     "trial_stop",
 ]
 
 NAMESPACE = "ultron"
+
+DEFAULT_TENANT = "default"
+"""The tenant of a Redis without ACL users (and of jobs whose spec names none)."""
+
+LIMITER_KEYS = (
+    "leases", "units", "tenant", "owners", "jobs", "granted",
+    "waiting", "waiters", "waiter_expiry", "seq", "served", "heads", "events",
+    "max_units", "tenant_max_units",
+)  # fmt: skip
+"""The limiter's keys (``events`` is its pub/sub channel): every tenant's job uses them."""
 
 # Raised whenever what a score cache entry means changes: keys of another version are not read.
 # 3: entries belong to a tenant.
@@ -100,29 +124,48 @@ def job_run(job_id: str, *parts: str, namespace: str = NAMESPACE) -> str:
     return ":".join((job(job_id, namespace=namespace), "run", *parts))
 
 
-def job_cancel(job_id: str) -> str:
+def job_cancel(job_id: str, *, namespace: str = NAMESPACE) -> str:
     """Set by ``ultron cancel``: the job's process sees it and cancels the job (transient)."""
-    return job_run(job_id, "cancel")
+    return job_run(job_id, "cancel", namespace=namespace)
 
 
-def report_stream(job_id: str) -> str:
+def report_stream(job_id: str, *, namespace: str = NAMESPACE) -> str:
     """The job's list of reports of all trials, in arrival order (read by the master)."""
-    return job_run(job_id, "reports")
+    return job_run(job_id, "reports", namespace=namespace)
 
 
-def trial_reports(job_id: str, trial_id: str) -> str:
+def trial_reports(job_id: str, trial_id: str, *, namespace: str = NAMESPACE) -> str:
     """The list of one trial's reports (its learning curve)."""
-    return job_run(job_id, "reports", trial_id)
+    return job_run(job_id, "reports", trial_id, namespace=namespace)
 
 
-def trial_stop(job_id: str, trial_id: str) -> str:
+def trial_stop(job_id: str, trial_id: str, *, namespace: str = NAMESPACE) -> str:
     """Set (to ``{"decision": ..., "at": time}``) when early stopping wants the trial to end."""
-    return job_run(job_id, "stop", trial_id)
+    return job_run(job_id, "stop", trial_id, namespace=namespace)
 
 
-def trial_result(job_id: str, trial_id: str, attempt: int) -> str:
+def trial_result(job_id: str, trial_id: str, attempt: int, *, namespace: str = NAMESPACE) -> str:
     """A finished attempt's result, so that running the attempt again returns it instead."""
-    return job_run(job_id, "result", trial_id, str(attempt))
+    return job_run(job_id, "result", trial_id, str(attempt), namespace=namespace)
+
+
+def tenant_namespace(tenant: str | None) -> str:
+    """The namespace of ``tenant``'s keys: ``ultron`` for :data:`DEFAULT_TENANT` (and None),
+    ``ultron:t:<tenant>`` for every other. A tenant name has no ``:`` (it is checked as a job id
+    is), so no tenant's namespace is inside another's."""
+    if tenant is None or tenant == DEFAULT_TENANT:
+        return NAMESPACE
+    return f"{NAMESPACE}:t:{tenant}"
+
+
+def tenant_key_patterns(tenant: str) -> tuple[str, ...]:
+    """The ACL key patterns of ``tenant``'s own keys: its jobs, score cache and logs.
+
+    Example:
+        >>> tenant_key_patterns("team-a")
+        ('ultron:t:team-a:*',)
+    """
+    return (f"{tenant_namespace(tenant)}:*",)
 
 
 def score_cache(
