@@ -21,6 +21,7 @@ from ultron.master.job_state import JobState, JobStatus, JobStore, trial_counts
 from ultron.master.results import best_trial, leaderboard, write_results
 from ultron.paths import artifact_key, job_results_url, remove_tree, scratch_dir
 from ultron.redis.client import connect
+from ultron.redis.keys import tenant_namespace
 from ultron.reporting import REPORT_FILE, JobFiles, write_job_report
 from ultron.secrets import redact, redacted_spec
 from ultron.spec.job import JobSpec
@@ -54,7 +55,7 @@ def finalize(
     warnings = _unsynced_warnings(unsynced)
     for warning in warnings:
         logger.warning("%s", warning)
-    store = JobStore(connect(redis_url), job_id)
+    store = JobStore(connect(redis_url), job_id, namespace=tenant_namespace(spec.tenant))
     state = state or store.load() or JobState(job_id)
     state.status = status or (JobStatus.FAILED if error else JobStatus.COMPLETED)
     state.end_reason = _end_reason(state, error)

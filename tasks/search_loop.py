@@ -27,6 +27,7 @@ from ultron.master.scaler import Scaler
 from ultron.master.score_cache import ScoreCache
 from ultron.paths import job_results_url, scratch_dir
 from ultron.redis.client import connect
+from ultron.redis.keys import tenant_namespace
 from ultron.settings import settings
 from ultron.spec.job import JobSpec
 from ultron.tasks.acquire_resources import JobResources
@@ -41,7 +42,8 @@ def _stopper_driver(
     if stopper is None or spec.early_stopping is None:
         return None
     metric = spec.early_stopping.metric or spec.objective.metric
-    driver = StopperDriver(stopper, client, job_id, metric=metric)
+    namespace = tenant_namespace(spec.tenant)
+    driver = StopperDriver(stopper, client, job_id, metric=metric, namespace=namespace)
     if state.stopper:
         driver.load_state_dict(state.stopper)
     return driver.start()
@@ -74,7 +76,7 @@ def search_loop(
     """
     logger = get_run_logger()
     client = connect(redis_url)
-    store = JobStore(client, job_id)
+    store = JobStore(client, job_id, namespace=tenant_namespace(spec.tenant))
     state = store.load() or JobState(job_id)
     state.status = JobStatus.RUNNING  # a completed job that continues runs again
     state.end_reason = None
@@ -132,6 +134,7 @@ def search_loop(
             seed=spec.seed,
             metric=spec.objective.metric,
             tenant=spec.tenant,
+            namespace=store.namespace,
             data_hash=resources.data.fingerprint() if resources.data is not None else None,
             enabled=spec.cache,
             deterministic=spec.deterministic,

@@ -192,6 +192,7 @@ _one_job = threading.Lock()
 def preflight(job: JobSpec) -> None:
     """The checks ``run`` makes before Prefect starts, in seconds: the strategy's and stopper's
     options, that a local job's GPU trials fit this machine's GPUs, the script's main guard,
+    that the job's Redis credentials are those of the spec's tenant (or an admin's),
     and that the job's Redis, storage and Dask scheduler (``cluster.address`` or
     ``ULTRON_DASK_ADDRESS``) answer (the flow checks those again: it may run elsewhere).
 
@@ -205,8 +206,21 @@ def preflight(job: JobSpec) -> None:
     if job.redis_url or os.environ.get("REDIS_URL"):
         field = "redis_url" if job.redis_url else "REDIS_URL"
         check_redis(job.redis_url or os.environ["REDIS_URL"], field=field)
+        _check_tenant(job.redis_url or os.environ["REDIS_URL"], job)
     check_storage(job.storage)
     check_scheduler(job)
+
+
+def _check_tenant(url: str, job: JobSpec) -> None:
+    """Refuse a spec's tenant that is not the one the job's Redis credentials say."""
+    from ultron.redis.client import connect_once
+    from ultron.redis.tenants import check_tenant
+
+    client = connect_once(url, timeout_s=5.0)
+    try:
+        check_tenant(client, job.tenant)
+    finally:
+        client.close()
 
 
 def _check_main_guard(job: JobSpec) -> None:

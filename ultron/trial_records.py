@@ -73,6 +73,8 @@ class TrialRequest(_Serial):
     checkpoint_path: str
     log_path: str
     redis_url: str
+    # The job's key namespace (its tenant's, ultron.redis.keys.tenant_namespace).
+    namespace: str = "ultron"
     resume: bool = False
     attempt: int = 1
     timeout: float | None = None

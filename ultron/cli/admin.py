@@ -168,6 +168,7 @@ def set_limit(
 ) -> None:
     """Set (or, with --unset, remove) the global limit or a tenant's limit."""
     from ultron.limiter.limits import set_max_units, set_tenant_max_units
+    from ultron.redis.tenants import caller_tenant
 
     if (max_units is None) == (not unset):
         rule = "give exactly one of --max-units N and --unset"
@@ -175,6 +176,11 @@ def set_limit(
         fail(str(ConfigIssue("--max-units", max_units, rule, fix)), code=ExitCode.BAD_INPUT)
     what = f"max_units of tenant {tenant!r}" if tenant is not None else "the global max_units"
     with _limiter(redis_url) as limiter:
+        if caller_tenant(limiter.client) is not None:
+            fail(
+                "the limits are the admin's to set, and these Redis credentials are a "
+                "tenant's. Fix: ask the platform team, or use the admin's credentials"
+            )
         try:
             if tenant is None:
                 set_max_units(limiter.client, max_units)
@@ -190,14 +196,20 @@ def jobs(tenant: TenantOption = None, redis_url: RedisUrl = None) -> None:
     """Every job the Redis knows, newest first (by when it started, or began to hold or wait
     for units): its state (queued, preparing, running, lost, completed, failed, cancelled;
     holding units, or its place in the queue), tenant, trials by status, units, best score,
-    since when."""
+    since when. A tenant's Redis credentials see that tenant's jobs only."""
     from ultron.master.job_state import counts_text
-    from ultron.master.overview import known_jobs, overview
+    from ultron.master.overview import overview, visible_jobs
+    from ultron.redis.tenants import caller_tenant
 
     rows: dict[str, tuple[float, list[str]]] = {}
     with _limiter(redis_url) as limiter:
+        client = limiter.client
         holders, waiters = limiter.holders(), limiter.waiters()
-        known = [overview(limiter.client, job_id) for job_id in known_jobs(limiter.client)]
+        known = [overview(client, job_id, namespace=ns) for ns, job_id in visible_jobs(client)]
+        mine = caller_tenant(client)
+    if mine is not None:  # a tenant sees its own jobs only, in the limiter's records too
+        holders = {job_id: lease for job_id, lease in holders.items() if lease.tenant == mine}
+        waiters = [waiting for waiting in waiters if waiting.tenant == mine]
     for job in known:
         best = f"{job.metric} {job.best_score:.6g}" if job.best_score is not None else "-"
         held = holders.get(job.job_id)

@@ -5,7 +5,8 @@ job on a shared Prefect server, the paper's HTTP POST), ``ultron status [JOB]``,
 ``status``, ``cancel`` and ``scale`` talk to the Redis the jobs share (``--redis-url``, else
 ``REDIS_URL``, else this machine's embedded server), never to the job's process: they work from
 any machine that reaches it. ``ultron jobs`` (every job that Redis knows) is in
-:mod:`ultron.cli.admin`.
+:mod:`ultron.cli.admin`. Each sees the caller's jobs only (:mod:`ultron.redis.tenants`): with a
+tenant's credentials, another tenant's job id is "not known", as an id nobody used.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from ultron.cli.admin import RedisUrl, job_state, shared_redis
 from ultron.cli.exits import ExitCode, fail, set_verbose
 from ultron.errors import UltronError
 
-__all__ = ["register"]
+__all__ = ["find_job_or_fail", "register"]
 
 
 def _out() -> Console:
@@ -119,18 +120,17 @@ def status(
     done of its budget by status, the best so far, and its running trials with their latest
     ultron.report values."""
     from ultron.master.job_state import ACTIVE
-    from ultron.master.overview import known_jobs, overview
+    from ultron.master.overview import overview, visible_jobs
     from ultron.redis.client import connect
 
     with shared_redis(redis_url) as url:
         client = connect(url)
         if job_id is not None:
-            if not client.exists(_job_key(job_id)):
-                fail(f"job {job_id!r} is not known to this Redis. Fix: `ultron jobs` lists them")
-            jobs = [overview(client, job_id)]
+            jobs = [overview(client, job_id, namespace=find_job_or_fail(client, job_id))]
         else:
             every = sorted(
-                (overview(client, j) for j in known_jobs(client)), key=lambda j: -j.updated
+                (overview(client, j, namespace=ns) for ns, j in visible_jobs(client)),
+                key=lambda j: -j.updated,
             )
             jobs = [j for j in every if j.status in ACTIVE] or every[:1]
     if not jobs:
@@ -139,14 +139,19 @@ def status(
         _show(job)
 
 
-def _job_key(job_id: str) -> str:
+def find_job_or_fail(client: Any, job_id: str) -> str:
+    """The namespace of the caller's job ``job_id``; else the command ends with "not known"
+    (exit 2), for an id nobody used and another tenant's alike."""
+    from ultron.master.overview import find_job
     from ultron.paths import check_job_id
-    from ultron.redis import keys
 
     try:
-        return keys.job(check_job_id(job_id))
+        namespace = find_job(client, check_job_id(job_id))
     except UltronError as exc:
         fail(exc)
+    if namespace is None:
+        fail(f"job {job_id!r} is not known to this Redis. Fix: `ultron jobs` lists them")
+    return namespace
 
 
 def cancel(
@@ -165,10 +170,10 @@ def cancel(
 
     with shared_redis(redis_url) as url:
         client = connect(url)
-        if not client.exists(_job_key(job_id)):
-            fail(f"job {job_id!r} is not known to this Redis. Fix: `ultron jobs` lists them")
-        state = overview(client, job_id).status
-        if state == "lost" or (state in ACTIVE and not request_cancel(client, job_id)):
+        namespace = find_job_or_fail(client, job_id)
+        state = overview(client, job_id, namespace=namespace).status
+        asked = state in ACTIVE and request_cancel(client, job_id, namespace=namespace)
+        if state == "lost" or (state in ACTIVE and not asked):
             fail(
                 f"job {job_id} is lost: no process runs it (its heartbeat stopped), so there is "
                 f"nothing to cancel; it stays as it is. Fix: `ultron resume {job_id}` resumes it"
@@ -178,7 +183,7 @@ def cancel(
         _out().print(f"asked job {escape(job_id)} to stop", highlight=False)
         deadline = time.monotonic() + wait
         while wait > 0 and time.monotonic() < deadline:
-            state = overview(client, job_id).status
+            state = overview(client, job_id, namespace=namespace).status
             if state not in ACTIVE:
                 break
             time.sleep(0.2)

@@ -52,6 +52,7 @@ def logs(
 ) -> None:
     """Print a trial's output (stdout and stderr, secrets masked) from the job's storage; with
     -f, follow it until the trial has finished. Without TRIAL, list the trials with a log."""
+    from ultron.cli.jobs import find_job_or_fail
     from ultron.master.trial_logs import (
         PENDING,
         follow_log,
@@ -69,23 +70,30 @@ def logs(
             check_trial_id(trial_id)
         with shared_redis(redis_url) as url:
             client = connect(url)
+            ns = find_job_or_fail(client, job_id)  # the caller's job, else "not known"
             where = (
-                job_results_url(storage, job_id) if storage else results_location(client, job_id)
+                job_results_url(storage, job_id)
+                if storage
+                else results_location(client, job_id, namespace=ns)
             )
             if trial_id is None:
                 if follow:
                     fail("-f follows one trial: name it, `ultron logs JOB TRIAL -f`")
-                _list(
-                    job_id, where, {t: trial_state(client, job_id, t) for t in logged_trials(where)}
-                )
+                states = {
+                    t: trial_state(client, job_id, t, namespace=ns) for t in logged_trials(where)
+                }
+                _list(job_id, where, states)
                 return
             log = trial_log_url(where, trial_id)
-            if not read_log(log, 0) and trial_state(client, job_id, trial_id) == PENDING:
+            if (
+                not read_log(log, 0)
+                and trial_state(client, job_id, trial_id, namespace=ns) == PENDING
+            ):
                 fail(
                     f"trial {trial_id} of job {job_id} has no log at {log} and is not running. "
                     f"Fix: `ultron logs {job_id}` lists the trials with a log"
                 )
-            state = follow_log(client, job_id, trial_id, where, _write, follow=follow)
+            state = follow_log(client, job_id, trial_id, where, _write, follow=follow, namespace=ns)
     except KeyboardInterrupt:
         raise typer.Exit(code=int(ExitCode.CANCELLED_SIGINT)) from None
     except UltronError as exc:

@@ -350,6 +350,9 @@ register_infra(app)  # ultron infra render
 from ultron.cli.server import register as register_server  # noqa: E402
 
 register_server(app)  # ultron server start, stop, status
+from ultron.cli.tenants import register as register_tenants  # noqa: E402
+
+register_tenants(app)  # ultron tenants add, list, rotate, remove
 from ultron.cli.logs import register as register_logs  # noqa: E402
 
 register_logs(app)  # ultron logs

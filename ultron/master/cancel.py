@@ -231,7 +231,7 @@ def _text(value: Any) -> Any:
     return value.decode() if isinstance(value, bytes) else value
 
 
-def request_cancel(client: Any, job_id: str) -> bool:
+def request_cancel(client: Any, job_id: str, *, namespace: str = keys.NAMESPACE) -> bool:
     """Ask the run of job ``job_id`` that holds its lease now, wherever its process runs, to
     stop (``ultron cancel``): its :func:`watching_requests` thread turns this into a
     :data:`CANCEL` request. The key is under the job's transient prefix, so ``finalize``
@@ -243,22 +243,28 @@ def request_cancel(client: Any, job_id: str) -> bool:
     Returns:
         Whether a run held the job's lease (``False``: no process runs the job, nothing asked).
     """
-    token = client.get(keys.job_master(job_id))
+    token = client.get(keys.job_master(job_id, namespace=namespace))
     if token is None:
         return False
-    client.set(keys.job_cancel(job_id), token, ex=_REQUEST_TTL_S)
+    client.set(keys.job_cancel(job_id, namespace=namespace), token, ex=_REQUEST_TTL_S)
     return True
 
 
 @contextlib.contextmanager
 def watching_requests(
-    client: Any, job_id: str, *, token: str, every_s: float = 0.5
+    client: Any,
+    job_id: str,
+    *,
+    token: str,
+    every_s: float = 0.5,
+    namespace: str = keys.NAMESPACE,
 ) -> Iterator[None]:
     """Inside the block, a thread checks every ``every_s`` seconds whether someone asked this
     run of the job, whose lease token is ``token``, to stop (:func:`request_cancel`), and then
     requests :data:`CANCEL`, as Ctrl-C would: the master stops the running trials and
-    ``finalize`` releases everything. A request sent to another run of the job is ignored."""
-    key = keys.job_cancel(job_id)
+    ``finalize`` releases everything. A request sent to another run of the job is ignored.
+    ``namespace`` is the job's keys' (its tenant's, :func:`~ultron.redis.keys.tenant_namespace`)."""
+    key = keys.job_cancel(job_id, namespace=namespace)
     done = threading.Event()
 
     def watch() -> None:

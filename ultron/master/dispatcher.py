@@ -105,6 +105,7 @@ class TrialDispatcher:
             checkpoint_path=os.path.join(self.scratch, "checkpoints", trial_id),
             log_path=os.path.join(self.scratch, "logs", f"trial-{trial_id}.log"),
             redis_url=self.redis_url,
+            namespace=self.store.namespace,
             resume=resume,
             attempt=attempt,
             timeout=self.spec.trial_timeout,
@@ -186,7 +187,9 @@ class TrialDispatcher:
     def _outcome(self, future: Any, request: TrialRequest) -> Any:
         """What the attempt returned, or the error that ended it, as a value."""
         if future.status == "finished":
-            key = keys.trial_result(request.job_id, request.trial_id, request.attempt)
+            key = keys.trial_result(
+                request.job_id, request.trial_id, request.attempt, namespace=request.namespace
+            )
             answer = stored_answer(self.store.client.get(key), request.hyperparameters)
             if answer is not None:
                 return answer
@@ -209,7 +212,10 @@ class TrialDispatcher:
         stop = json.dumps({"decision": reason, "at": time.time(), "grace": grace_s})
         pipe = self.store.client.pipeline()
         for trial_id in running:
-            pipe.set(keys.trial_stop(self.store.job_id, trial_id), stop)
+            pipe.set(
+                keys.trial_stop(self.store.job_id, trial_id, namespace=self.store.namespace),
+                stop,
+            )
         pipe.execute()
         return running
 

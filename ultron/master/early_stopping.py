@@ -35,10 +35,19 @@ class StopperDriver:
         metric: the reported metric the stopper judges.
     """
 
-    def __init__(self, stopper: Stopper, client: Any | None, job_id: str, *, metric: str) -> None:
+    def __init__(
+        self,
+        stopper: Stopper,
+        client: Any | None,
+        job_id: str,
+        *,
+        metric: str,
+        namespace: str = keys.NAMESPACE,
+    ) -> None:
         self.stopper = stopper
         self.client = client
         self.job_id = job_id
+        self.namespace = namespace
         self.metric = metric
         self._lock = threading.Lock()
         self._steps: dict[str, int] = {}
@@ -58,7 +67,7 @@ class StopperDriver:
             self._thread.join(timeout=5)
 
     def _run(self) -> None:
-        key = keys.report_stream(self.job_id)
+        key = keys.report_stream(self.job_id, namespace=self.namespace)
         assert self.client is not None  # started only with a client
         while not self._stop.is_set():
             try:
@@ -74,7 +83,7 @@ class StopperDriver:
         """Judge every report still in the stream (called before deciding a trial's outcome)."""
         if self.client is None:
             return
-        key = keys.report_stream(self.job_id)
+        key = keys.report_stream(self.job_id, namespace=self.namespace)
         while (raw := self.client.lpop(key)) is not None:
             self.feed(json.loads(raw))
 
@@ -131,9 +140,9 @@ class StopperDriver:
         if self.client is None:
             return
         if value is None:
-            self.client.delete(keys.trial_stop(self.job_id, trial_id))
+            self.client.delete(keys.trial_stop(self.job_id, trial_id, namespace=self.namespace))
         else:
-            self.client.set(keys.trial_stop(self.job_id, trial_id), value)
+            self.client.set(keys.trial_stop(self.job_id, trial_id, namespace=self.namespace), value)
 
     def poll(self, *, free_slots: int, can_start_new: bool) -> list[Command]:
         with self._lock:

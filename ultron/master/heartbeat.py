@@ -191,19 +191,21 @@ def holding_the_job(
     heartbeat_s: float,
     on_lost: Callable[[str], None] | None = None,
     check: Callable[[], None] | None = None,
+    namespace: str = keys.NAMESPACE,
 ) -> Iterator[MasterLease]:
     """Hold the job's lease inside the block, renewed every ``heartbeat_s`` seconds by a thread.
 
     The lease is taken first (waiting for a predecessor's to expire, see
     :meth:`MasterLease.wait_to_take`), given back at the end. ``on_lost(message)`` is called if
     another master took the lease meanwhile; by default the process ends at once. ``check()``
-    runs while it waits for the lease (it raises to stop waiting).
+    runs while it waits for the lease (it raises to stop waiting). ``namespace`` is the job's
+    keys' (its tenant's, :func:`~ultron.redis.keys.tenant_namespace`).
 
     Raises:
         JobBusyError: another live master holds the job.
     """
     ttl_s = heartbeat_ttl_s(heartbeat_s)
-    lease = MasterLease(client, job_id, ttl_s=ttl_s)
+    lease = MasterLease(client, job_id, ttl_s=ttl_s, namespace=namespace)
     lease.wait_to_take(ttl_s + heartbeat_s, check=check)
     lease.renew()
     done = threading.Event()

@@ -5,7 +5,10 @@ flow reads as the tasks themselves:
 
 1. SIGINT, SIGTERM and SIGHUP cancel the job (:func:`ultron.master.cancel.handling_signals`), over
    Prefect's own SIGTERM handler, which would raise wherever the flow happens to be;
-2. the job's Redis is chosen and checked (:func:`ultron.servers.job_redis.job_redis`);
+2. the job's Redis is chosen and checked (:func:`ultron.servers.job_redis.job_redis`), and so
+   are its credentials: a tenant's own run its own jobs only
+   (:func:`ultron.redis.tenants.check_tenant`); every key of the job is under its tenant's
+   namespace (:func:`ultron.redis.keys.tenant_namespace`);
 3. this process becomes the job's one master: it takes the job's lease, waiting for a dead
    predecessor's to expire or refused while a live one holds it, and renews it with a
    heartbeat until the end (:func:`ultron.master.heartbeat.holding_the_job`);
@@ -40,6 +43,8 @@ from ultron.master.results import check_no_foreign_results
 from ultron.master.resume import check_or_store_spec
 from ultron.paths import job_results_url
 from ultron.redis.client import connect
+from ultron.redis.keys import tenant_namespace
+from ultron.redis.tenants import check_tenant
 from ultron.servers.job_redis import job_redis
 from ultron.settings import settings
 from ultron.spec.job import JobSpec
@@ -96,16 +101,20 @@ def job_lifecycle(job: JobSpec, job_id: str, *, finalize: Finalize) -> Iterator[
     with handling_signals(), job_redis(job) as redis_url:
         # Outside the try: a refused resume (or a job another master runs) must leave the job
         # it refers to as it was (finalize would mark it failed and rewrite its results).
-        store = JobStore(connect(redis_url), job_id)
+        client = connect(redis_url)
+        check_tenant(client, job.tenant)  # a tenant's credentials run its own jobs only
+        store = JobStore(client, job_id, namespace=tenant_namespace(job.tenant))
         beat, check = settings().heartbeat_s, lambda: CANCEL.raise_if_requested(job_id)
-        with holding_the_job(store.client, job_id, heartbeat_s=beat, check=check) as lease:
+        with holding_the_job(
+            client, job_id, heartbeat_s=beat, check=check, namespace=store.namespace
+        ) as lease:
             if store.stored_spec() is None and not store.trial_count():
                 check_no_foreign_results(job_results_url(job.storage, job_id), job_id)
             check_or_store_spec(store, job, code_hash=code_hash(job.code_path))
             # The job is accepted (`ultron run` prints its header now: a refused run never).
             emit(ProgressEvent(job_id, store.trial_count(), job.num_iterations, running=0))
             run = JobRun(redis_url=redis_url, store=store)
-            with watching_requests(store.client, job_id, token=lease.token):
+            with watching_requests(client, job_id, token=lease.token, namespace=store.namespace):
                 yield from _finalized(run, job, job_id, finalize)
 
 

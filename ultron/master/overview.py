@@ -8,6 +8,11 @@ started, when it last changed and when its master last beat; its trial table giv
 done and the best so far; while it runs, ``...:run:running`` names the trials in flight and
 ``...:run:reports:<trial>`` holds what each reported (``ultron.report``), newest last.
 
+Who asks decides what is seen (:mod:`ultron.redis.tenants`): a tenant's credentials see its own
+namespace only (:func:`visible_jobs`, :func:`find_job`), an admin's every tenant's. Another
+tenant's job is, to a tenant, no job at all: Redis refuses its keys (NOPERM), which reads as
+"no such job", never as "not yours".
+
 Example:
     >>> import redis, uuid
     >>> client = redis.Redis.from_url(redis_url)
@@ -34,9 +39,10 @@ from ultron.master.heartbeat import effective_status
 from ultron.master.job_state import JobStore
 from ultron.master.results import best_trial
 from ultron.redis import keys
+from ultron.redis.tenants import caller_tenant, is_no_permission
 from ultron.trial_records import TrialResult
 
-__all__ = ["JobOverview", "RunningTrial", "known_jobs", "overview"]
+__all__ = ["JobOverview", "RunningTrial", "find_job", "known_jobs", "overview", "visible_jobs"]
 
 
 @dataclass(frozen=True)
@@ -84,6 +90,50 @@ def known_jobs(client: Any, *, namespace: str = keys.NAMESPACE) -> list[str]:
         if job_id and ":" not in job_id:  # a job id has no ':'; the rest are its other keys
             found.append(job_id)
     return found
+
+
+def _tenant_namespaces(client: Any, *, job_id: str = "*") -> list[str]:
+    """The namespaces of tenants with a job (``job_id``, or any): an admin's view."""
+    prefix = f"{keys.NAMESPACE}:t:"
+    found = set()
+    for raw in client.scan_iter(match=f"{prefix}*:job:{job_id}", count=1000):
+        name = raw.decode() if isinstance(raw, bytes) else raw
+        tenant = name[len(prefix) :].split(":", 1)[0]
+        found.add(keys.tenant_namespace(tenant))
+    return sorted(found)
+
+
+def visible_jobs(client: Any) -> list[tuple[str, str]]:
+    """The jobs the caller may see, as (namespace, job id): a tenant's own, or, for an admin,
+    every tenant's (the ``default`` tenant's first)."""
+    tenant = caller_tenant(client)
+    if tenant is not None:
+        namespace = keys.tenant_namespace(tenant)
+        return [(namespace, job_id) for job_id in known_jobs(client, namespace=namespace)]
+    return [
+        (namespace, job_id)
+        for namespace in [keys.NAMESPACE, *_tenant_namespaces(client)]
+        for job_id in known_jobs(client, namespace=namespace)
+    ]
+
+
+def find_job(client: Any, job_id: str) -> str | None:
+    """The namespace of the caller's job ``job_id``, or None when the caller has no such job:
+    another tenant's job id is no job (Redis refuses its keys to these credentials). An admin
+    finds a job of any tenant (the ``default`` tenant's first, if two tenants share the id)."""
+    tenant = caller_tenant(client)
+    if tenant is not None:
+        candidates = [keys.tenant_namespace(tenant)]
+    else:
+        candidates = [keys.NAMESPACE, *_tenant_namespaces(client, job_id=job_id)]
+    for namespace in candidates:
+        try:
+            if client.exists(keys.job(job_id, namespace=namespace)):
+                return namespace
+        except Exception as exc:
+            if not is_no_permission(exc):
+                raise
+    return None
 
 
 def _text(value: Any) -> str:

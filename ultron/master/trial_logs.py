@@ -52,14 +52,14 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value or "")
 
 
-def results_location(client: Any, job_id: str) -> str:
+def results_location(client: Any, job_id: str, *, namespace: str = keys.NAMESPACE) -> str:
     """Where the job's results (and ``logs/``) are: from its record in Redis.
 
     Raises:
         UsageError: the job is not known, or its storage URL was stored masked (it holds a
             password); the message says to pass ``--storage``.
     """
-    store = JobStore(client, job_id)
+    store = JobStore(client, job_id, namespace=namespace)
     recorded, spec = (_text(v) for v in client.hmget(store.key, ["results_url", "spec"]))
     if not recorded and not spec:
         raise UsageError(
@@ -75,24 +75,28 @@ def results_location(client: Any, job_id: str) -> str:
     return recorded
 
 
-def _stored_answer(client: Any, job_id: str, trial_id: str, attempt: int) -> str | None:
-    raw = client.get(keys.trial_result(job_id, trial_id, attempt))
+def _stored_answer(
+    client: Any, job_id: str, trial_id: str, attempt: int, namespace: str
+) -> str | None:
+    raw = client.get(keys.trial_result(job_id, trial_id, attempt, namespace=namespace))
     return str(json.loads(raw).get("status")) if raw else None
 
 
-def trial_state(client: Any, job_id: str, trial_id: str) -> str:
+def trial_state(client: Any, job_id: str, trial_id: str, *, namespace: str = keys.NAMESPACE) -> str:
     """The trial's state: :data:`RUNNING`, :data:`PENDING`, or how it ended (a
     :class:`~ultron.trial_records.TrialStatus` value, or ``interrupted`` when the job ended
     with it unfinished)."""
-    store = JobStore(client, job_id)
+    store = JobStore(client, job_id, namespace=namespace)
     row = client.hget(store.trials_key, trial_id)
     if row:
         return str(json.loads(row)["status"])
     info = store.running().get(trial_id)
     attempt = int(info.get("attempt", 1)) if info else 1
-    while info is None and client.exists(keys.trial_result(job_id, trial_id, attempt + 1)):
+    while info is None and client.exists(
+        keys.trial_result(job_id, trial_id, attempt + 1, namespace=namespace)
+    ):
         attempt += 1  # not in the running record: its latest stored attempt, if any
-    answer = _stored_answer(client, job_id, trial_id, attempt)
+    answer = _stored_answer(client, job_id, trial_id, attempt, namespace)
     if answer is not None and answer != TrialStatus.CRASHED:
         return answer  # finished; its row follows with the master's next write
     if _text(client.hget(store.key, "status")) != RUNNING:
@@ -136,6 +140,7 @@ def follow_log(
     *,
     follow: bool = True,
     poll_s: float = 0.5,
+    namespace: str = keys.NAMESPACE,
 ) -> str:
     """Write the trial's log to ``write``; with ``follow``, also what it adds until the trial
     has finished. Returns the trial's state at the last read.
@@ -143,7 +148,9 @@ def follow_log(
     url = trial_log_url(results_url, trial_id)
     offset = 0
     while True:
-        state = trial_state(client, job_id, trial_id)  # first: what is read after is complete
+        state = trial_state(
+            client, job_id, trial_id, namespace=namespace
+        )  # first: what is read after is complete
         data = read_log(url, offset)
         if data:
             write(data)

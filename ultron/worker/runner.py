@@ -110,11 +110,14 @@ def trial_message(request: TrialRequest) -> dict[str, Any]:
 def _store_report(client: Any, request: TrialRequest, entry: dict[str, Any]) -> bool:
     """Write one report of the trial under the job's keys; whether the trial should stop."""
     pipe = client.pipeline(transaction=False)
-    pipe.rpush(keys.trial_reports(request.job_id, request.trial_id), json.dumps(entry))
+    ns = request.namespace  # the job's tenant's
+    pipe.rpush(
+        keys.trial_reports(request.job_id, request.trial_id, namespace=ns), json.dumps(entry)
+    )
     if request.stream_reports:
         stream_entry = json.dumps({"trial_id": request.trial_id, **entry})
-        pipe.rpush(keys.report_stream(request.job_id), stream_entry)
-    pipe.exists(keys.trial_stop(request.job_id, request.trial_id))
+        pipe.rpush(keys.report_stream(request.job_id, namespace=ns), stream_entry)
+    pipe.exists(keys.trial_stop(request.job_id, request.trial_id, namespace=ns))
     *_, stop = pipe.execute()
     return bool(stop)
 
@@ -140,7 +143,7 @@ def _wait_for_answer(process: WarmProcess, request: TrialRequest) -> dict[str, A
     is killed after its grace period (ForcedStop)."""
     deadline = None if request.timeout is None else time.monotonic() + request.timeout
     client = _redis(request.redis_url)
-    stop_key = keys.trial_stop(request.job_id, request.trial_id)
+    stop_key = keys.trial_stop(request.job_id, request.trial_id, namespace=request.namespace)
     checked = time.monotonic()
     while True:
         left = 1.0 if deadline is None else min(1.0, max(deadline - time.monotonic(), 0.0))
@@ -168,7 +171,11 @@ def _wait_for_answer(process: WarmProcess, request: TrialRequest) -> dict[str, A
 def _last_reported(request: TrialRequest) -> float | None:
     client = _redis(request.redis_url)
     for raw in reversed(
-        client.lrange(keys.trial_reports(request.job_id, request.trial_id), -50, -1)
+        client.lrange(
+            keys.trial_reports(request.job_id, request.trial_id, namespace=request.namespace),
+            -50,
+            -1,
+        )
     ):
         entry = json.loads(raw)
         if request.metric in entry:
@@ -185,7 +192,9 @@ def run_trial(request_data: dict[str, Any]) -> dict[str, Any]:
     plus its learning curve under ``curve``.
     """
     request = TrialRequest.from_dict(request_data)
-    done_key = keys.trial_result(request.job_id, request.trial_id, request.attempt)
+    done_key = keys.trial_result(
+        request.job_id, request.trial_id, request.attempt, namespace=request.namespace
+    )
     finished = stored_answer(_redis(request.redis_url).get(done_key), request.hyperparameters)
     # Dask ran this attempt again (its result was on a lost worker), or a restarted master
     # resumed an attempt that had finished. A crash is run again: the infrastructure's fault
