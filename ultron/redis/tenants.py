@@ -117,11 +117,8 @@ def acl_rules(tenant: str, *, server_major: int = 7) -> list[str]:
     # Redis 6 has no read-only key patterns: a tenant there can also write the limits.
     read = "%R~" if server_major >= 7 else "~"
     limits = [f"{read}{keys.limiter(name)}" for name in _LIMITS]
-    shared = [
-        f"~{keys.limiter(name)}"
-        for name in keys.LIMITER_KEYS
-        if name not in _LIMITS and name != "events"
-    ]
+    # ``events`` too: the script names its channel among its keys.
+    shared = [f"~{keys.limiter(name)}" for name in keys.LIMITER_KEYS if name not in _LIMITS]
     channels = ["resetchannels", f"&{keys.limiter('events')}"]
     return ["on", *own, *limits, *shared, *channels, *_COMMANDS]
 

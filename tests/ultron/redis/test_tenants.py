@@ -1,0 +1,199 @@
+"""Two tenants with their own credentials share one real Redis (ACL users): tenant B reaches
+none of tenant A's job, scores or cancel key, through a raw client, the Python API or the CLI;
+the admin (the ``default`` user) sees both.
+
+The jobs' records are written by the real :class:`JobStore` and :class:`ScoreCache` with the
+owner's credentials, as a job's master writes them; no job runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+import redis
+from redis.exceptions import AuthenticationError, NoPermissionError
+from typer.testing import CliRunner, Result
+
+from ultron.cli.main import app
+from ultron.errors import SpecError
+from ultron.master.cancel import request_cancel
+from ultron.master.job_state import JobState, JobStatus, JobStore
+from ultron.master.overview import find_job, overview, visible_jobs
+from ultron.master.score_cache import ScoreCache
+from ultron.redis import keys
+from ultron.redis.tenants import (
+    add_tenant,
+    caller_tenant,
+    check_tenant,
+    list_tenants,
+    remove_tenant,
+    tenant_url,
+)
+from ultron.trial_records import TrialResult
+
+runner = CliRunner()
+
+
+def _ultron(*args: str) -> Result:
+    return runner.invoke(app, list(args), env={"COLUMNS": "200"})
+
+
+@dataclass
+class Tenant:
+    name: str
+    url: str
+    client: redis.Redis
+
+
+@dataclass
+class Two:
+    admin: redis.Redis
+    admin_url: str
+    a: Tenant
+    b: Tenant
+    job: str  # tenant A's job
+
+
+def _cache(client: redis.Redis, tenant: str) -> ScoreCache:
+    return ScoreCache(
+        client,
+        code_hash="c0de",
+        model="pkg.train:Model",
+        seed=0,
+        metric="loss",
+        tenant=tenant,
+        namespace=keys.tenant_namespace(tenant),
+    )
+
+
+@pytest.fixture
+def two(redis_url: str) -> Iterator[Two]:
+    """Tenants A and B (ACL users of the session's Redis) and a job of A's, written by A."""
+    admin = redis.Redis.from_url(redis_url, decode_responses=True)
+    made: list[Tenant] = []
+    for letter in "ab":
+        name = f"team-{letter}-{os.getpid()}"
+        url = tenant_url(redis_url, name, add_tenant(admin, name))
+        made.append(Tenant(name, url, redis.Redis.from_url(url, decode_responses=True)))
+    a, b = made
+    job = f"secret-job-{os.getpid()}"
+    store = JobStore(a.client, job, namespace=keys.tenant_namespace(a.name))
+    spec = {"name": "a", "tenant": a.name, "objective": {"metric": "loss", "mode": "minimize"}}
+    a.client.hset(store.key, mapping={"spec": json.dumps(spec), "updated": "1"})
+    row = TrialResult.from_dict(
+        {"trial_id": "0000", "status": "completed", "hyperparameters": {"lr": 0.1}, "score": 0.5}
+    )
+    store.save(JobState(job, trials=[row], next_trial=1), new=[row])
+    store.set_status(JobStatus.RUNNING)
+    _cache(a.client, a.name).put({"lr": 0.1}, {"score": 0.5, "metrics": {"loss": 0.5}})
+    yield Two(admin, redis_url, a, b, job)
+    for tenant in made:
+        tenant.client.close()
+        remove_tenant(admin, tenant.name)
+        for key in admin.scan_iter(match=f"{keys.tenant_namespace(tenant.name)}:*"):
+            admin.delete(key)
+    admin.close()
+
+
+def test_a_raw_client_with_b_credentials_gets_noperm_on_every_key_of_a(two: Two) -> None:
+    namespace = keys.tenant_namespace(two.a.name)
+    a_keys = sorted(two.admin.scan_iter(match=f"{namespace}:*"))
+    assert len(a_keys) >= 3  # the job hash, its trial table and the score cache
+    b = two.b.client
+    for key in a_keys:
+        with pytest.raises(NoPermissionError):
+            b.type(key)
+        with pytest.raises(NoPermissionError):
+            b.delete(key)
+    with pytest.raises(NoPermissionError):  # cancel: the job's request key
+        request_cancel(b, two.job, namespace=namespace)
+    # (SCAN, which takes no key, still shows key names: Redis ACLs do not filter it; see the
+    # operations page. Every read, write or delete of such a key is refused.)
+    with pytest.raises(NoPermissionError):  # nor the default tenant's (the admin's jobs)
+        b.exists(keys.job(two.job))
+    # B's own keys and the limiter's work.
+    b.hset(keys.job("mine", namespace=keys.tenant_namespace(two.b.name)), "status", "running")
+    b.hget(keys.limiter("tenant_max_units"), two.b.name)
+
+
+def test_b_reads_no_score_of_a_from_the_cache(two: Two) -> None:
+    mine = _cache(two.a.client, two.a.name).get_many([{"lr": 0.1}], job_id="j", trial_ids=["0"])
+    assert mine[0] is not None and mine[0]["score"] == 0.5
+    with pytest.raises(NoPermissionError):
+        _cache(two.b.client, two.a.name).get_many([{"lr": 0.1}], job_id="j", trial_ids=["0"])
+    # B's own cache of the same computation is another key and holds nothing.
+    theirs = _cache(two.b.client, two.b.name).get_many([{"lr": 0.1}], job_id="j", trial_ids=["0"])
+    assert theirs == [None]
+
+
+def test_the_python_api_finds_a_job_for_its_tenant_and_the_admin_only(two: Two) -> None:
+    assert caller_tenant(two.a.client) == two.a.name and caller_tenant(two.admin) is None
+    assert find_job(two.b.client, two.job) is None
+    assert (keys.tenant_namespace(two.a.name), two.job) not in visible_jobs(two.b.client)
+    namespace = find_job(two.a.client, two.job)
+    assert namespace == keys.tenant_namespace(two.a.name)
+    assert overview(two.a.client, two.job, namespace=namespace).best_score == 0.5
+    assert find_job(two.admin, two.job) == namespace
+    assert (namespace, two.job) in visible_jobs(two.admin)
+    assert {two.a.name, two.b.name} <= set(list_tenants(two.admin))
+
+
+def test_b_cannot_list_read_cancel_or_follow_a_job_of_a_through_the_cli(two: Two) -> None:
+    for command in (["status", two.job], ["cancel", two.job, "--wait", "0"], ["logs", two.job]):
+        result = _ultron(*command, "--redis-url", two.b.url)
+        assert result.exit_code == 2, (command, result.output)
+        assert f"job '{two.job}' is not known to this Redis" in result.output
+        assert "tenant" not in result.output  # never "not yours"
+    listed = _ultron("jobs", "--redis-url", two.b.url)
+    assert listed.exit_code == 0, listed.output
+    assert two.job not in listed.output
+    # A sees its job; the admin sees it too, and A's own view says its tenant.
+    assert two.job in _ultron("status", two.job, "--redis-url", two.a.url).output
+    everything = _ultron("jobs", "--redis-url", two.admin_url)
+    assert two.job in everything.output and two.a.name in everything.output
+
+
+def test_a_spec_naming_another_tenant_is_refused_on_the_tenant_field(two: Two) -> None:
+    check_tenant(two.b.client, two.b.name)
+    check_tenant(two.admin, two.a.name)  # the admin runs jobs of any tenant
+    with pytest.raises(SpecError) as refused:
+        check_tenant(two.b.client, two.a.name)
+    issue = refused.value.issues[0]
+    assert issue.field == "tenant" and issue.value == two.a.name
+    assert f"tenant: {two.b.name}" in issue.fix
+
+
+def test_tenants_commands_add_list_rotate_remove_and_are_the_admin_s(
+    two: Two, redis_url: str
+) -> None:
+    name = f"team-c-{os.getpid()}"
+    added = _ultron("tenants", "add", name, "--redis-url", redis_url)
+    assert added.exit_code == 0, added.output
+    old = next(line.split(": ", 1)[1] for line in added.output.splitlines() if "REDIS_URL" in line)
+    old_client = redis.Redis.from_url(old)
+    assert caller_tenant(old_client) == name
+    assert name in _ultron("tenants", "list", "--redis-url", redis_url).output
+    again = _ultron("tenants", "add", name, "--redis-url", redis_url)
+    assert again.exit_code == 2 and "exists already" in again.output
+
+    rotated = _ultron("tenants", "rotate", name, "--redis-url", redis_url)
+    assert rotated.exit_code == 0, rotated.output
+    new = next(line.split(": ", 1)[1] for line in rotated.output.splitlines() if "REDIS_URL" in line)
+    assert caller_tenant(redis.Redis.from_url(new)) == name
+    with pytest.raises(AuthenticationError):  # the old password no longer works
+        redis.Redis.from_url(old).ping()
+
+    # A tenant may neither manage tenants nor set limits.
+    for command in (["tenants", "list"], ["limits", "set", "--max-units", "99"]):
+        refused = _ultron(*command, "--redis-url", two.a.url)
+        assert refused.exit_code == 2 and "admin" in refused.output, refused.output
+
+    assert _ultron("tenants", "remove", name, "--redis-url", redis_url).exit_code == 0
+    assert name not in list_tenants(two.admin)
+    gone = _ultron("tenants", "remove", name, "--redis-url", redis_url)
+    assert gone.exit_code == 2 and "no such tenant" in gone.output
+    old_client.close()
