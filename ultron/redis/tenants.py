@@ -234,16 +234,10 @@ def tenant_url(url: str, tenant: str, password: str) -> str:
     Example:
         >>> tenant_url("redis://:old@localhost:6379/0", "team-a", "s3cret")
         'redis://tenant%3Ateam-a:s3cret@localhost:6379/0'
+        >>> tenant_url("unix:///run/redis.sock?db=0", "team-a", "s3cret")
+        'unix://tenant%3Ateam-a:s3cret@/run/redis.sock?db=0'
     """
-    parts = urlsplit(url)
+    parts = urlsplit(url)  # redis://, rediss://, unix:// (then the host is empty), sentinel
     host = parts.netloc.rsplit("@", 1)[-1]
-    if parts.scheme == "unix":
-        query = "&".join(
-            q for q in parts.query.split("&") if q and not q.startswith(("username=", "password="))
-        )
-        auth = f"username={quote(user_name(tenant), safe='')}&password={quote(password, safe='')}"
-        return urlunsplit(
-            (parts.scheme, host, parts.path, "&".join(filter(None, [query, auth])), "")
-        )
     netloc = f"{quote(user_name(tenant), safe='')}:{quote(password, safe='')}@{host}"
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))

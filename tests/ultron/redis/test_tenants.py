@@ -42,6 +42,10 @@ def _ultron(*args: str) -> Result:
     return runner.invoke(app, list(args), env={"COLUMNS": "200"})
 
 
+def _shown_url(output: str) -> str:
+    return next(line.split(": ", 1)[1] for line in output.splitlines() if "REDIS_URL" in line)
+
+
 @dataclass
 class Tenant:
     name: str
@@ -173,7 +177,7 @@ def test_tenants_commands_add_list_rotate_remove_and_are_the_admin_s(
     name = f"team-c-{os.getpid()}"
     added = _ultron("tenants", "add", name, "--redis-url", redis_url)
     assert added.exit_code == 0, added.output
-    old = next(line.split(": ", 1)[1] for line in added.output.splitlines() if "REDIS_URL" in line)
+    old = _shown_url(added.output)
     old_client = redis.Redis.from_url(old)
     assert caller_tenant(old_client) == name
     assert name in _ultron("tenants", "list", "--redis-url", redis_url).output
@@ -182,7 +186,7 @@ def test_tenants_commands_add_list_rotate_remove_and_are_the_admin_s(
 
     rotated = _ultron("tenants", "rotate", name, "--redis-url", redis_url)
     assert rotated.exit_code == 0, rotated.output
-    new = next(line.split(": ", 1)[1] for line in rotated.output.splitlines() if "REDIS_URL" in line)
+    new = _shown_url(rotated.output)
     assert caller_tenant(redis.Redis.from_url(new)) == name
     with pytest.raises(AuthenticationError):  # the old password no longer works
         redis.Redis.from_url(old).ping()
