@@ -114,6 +114,7 @@ def search_loop(
         units_for=spec.resources.units_for,
         granted=resources.parallelism,
         wanted=spec.parallelism,
+        namespace=store.namespace,
     )
     progress = JobMonitor(spec, job_id, state)  # progress and leaderboard artifacts
     driver = _stopper_driver(spec, stopper, client, job_id, state)

@@ -29,6 +29,7 @@ from ultron.limiter.elastic import fit_parallelism
 from ultron.limiter.lease_keeper import LeaseKeeper
 from ultron.limiter.resource_limiter import ResourceLimiter
 from ultron.master.scaling import requested_parallelism
+from ultron.redis import keys
 
 __all__ = ["Scaler"]
 
@@ -64,9 +65,11 @@ class Scaler:
         wanted: int,
         read_s: float = 0.5,
         retry_s: float = 1.0,
+        namespace: str = keys.NAMESPACE,
     ) -> None:
         self.client = client
         self.job_id = job_id
+        self.namespace = namespace
         self.limiter = limiter
         self.keeper = keeper
         self.workers = workers
@@ -88,7 +91,7 @@ class Scaler:
         if not force and now - self._read_at < self.read_s:
             return
         self._read_at = now
-        asked = requested_parallelism(self.client, self.job_id)
+        asked = requested_parallelism(self.client, self.job_id, namespace=self.namespace)
         if asked is not None and asked != self.wanted:
             logger.info("job %s: parallelism %d asked (was %d)", self.job_id, asked, self.wanted)
             self.wanted = asked

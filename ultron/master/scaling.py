@@ -37,19 +37,23 @@ def _check(parallelism: object) -> int:
     return parallelism
 
 
-def request_scale(client: Any, job_id: str, parallelism: int) -> None:
+def request_scale(
+    client: Any, job_id: str, parallelism: int, *, namespace: str = keys.NAMESPACE
+) -> None:
     """Ask job ``job_id`` to run ``parallelism`` trials at once from its next dispatch on (and
     every later run of it to start with that many).
 
     Raises:
         UsageError: ``parallelism`` is not a whole number of at least 1.
     """
-    client.hset(keys.job(job_id), _ASKED, str(_check(parallelism)))
+    client.hset(keys.job(job_id, namespace=namespace), _ASKED, str(_check(parallelism)))
 
 
-def requested_parallelism(client: Any, job_id: str) -> int | None:
+def requested_parallelism(
+    client: Any, job_id: str, *, namespace: str = keys.NAMESPACE
+) -> int | None:
     """The parallelism last asked for job ``job_id`` (its run's, or ``ultron scale``'s)."""
-    raw = client.hget(keys.job(job_id), _ASKED)
+    raw = client.hget(keys.job(job_id, namespace=namespace), _ASKED)
     return int(raw) if raw else None
 
 
@@ -59,12 +63,13 @@ def effective_spec(client: Any, job_id: str, spec: JobSpec) -> JobSpec:
 
     Records the parallelism this run starts with, for ``ultron scale`` and the next run.
     """
-    asked, of_spec = client.hmget(keys.job(job_id), [_ASKED, _SPEC])
+    key = keys.job(job_id, namespace=keys.tenant_namespace(spec.tenant))
+    asked, of_spec = client.hmget(key, [_ASKED, _SPEC])
     if asked and of_spec and int(of_spec) == spec.parallelism:
         parallelism = int(asked)
     else:
         parallelism = spec.parallelism
-    client.hset(keys.job(job_id), mapping={_ASKED: parallelism, _SPEC: spec.parallelism})
+    client.hset(key, mapping={_ASKED: parallelism, _SPEC: spec.parallelism})
     if parallelism == spec.parallelism:
         return spec
     least = spec.min_parallelism
@@ -86,11 +91,12 @@ def scale_job(client: Any, job_id: str, parallelism: int) -> str:
         UsageError: the job is not known to this Redis, or ``parallelism`` is not a whole
             number of at least 1.
     """
-    from ultron.master.overview import overview
+    from ultron.master.overview import find_job, overview
 
     _check(parallelism)
-    if not client.exists(keys.job(check_job_id(job_id))):
+    namespace = find_job(client, check_job_id(job_id))  # the caller's job: a tenant's own
+    if namespace is None:
         known = "Fix: `ultron jobs` lists them"
         raise UsageError(f"job {job_id!r} is not known to this Redis. {known}")
-    request_scale(client, job_id, parallelism)
-    return str(overview(client, job_id).status)
+    request_scale(client, job_id, parallelism, namespace=namespace)
+    return str(overview(client, job_id, namespace=namespace).status)

@@ -18,8 +18,9 @@ import redis
 from redis.exceptions import AuthenticationError, NoPermissionError
 from typer.testing import CliRunner, Result
 
+from ultron import api
 from ultron.cli.main import app
-from ultron.errors import SpecError
+from ultron.errors import SpecError, UsageError
 from ultron.master.cancel import request_cancel
 from ultron.master.job_state import JobState, JobStatus, JobStore
 from ultron.master.overview import find_job, overview, visible_jobs
@@ -135,6 +136,14 @@ def test_b_reads_no_score_of_a_from_the_cache(two: Two) -> None:
 
 
 def test_the_python_api_finds_a_job_for_its_tenant_and_the_admin_only(two: Two) -> None:
+    with pytest.raises(UsageError, match="is not known to this Redis"):
+        api.scale(two.job, 2, redis_url=two.b.url)
+    assert (
+        two.admin.hget(
+            keys.job(two.job, namespace=keys.tenant_namespace(two.a.name)), "parallelism"
+        )
+        is None
+    )
     assert caller_tenant(two.a.client) == two.a.name and caller_tenant(two.admin) is None
     assert find_job(two.b.client, two.job) is None
     assert (keys.tenant_namespace(two.a.name), two.job) not in visible_jobs(two.b.client)
@@ -147,7 +156,13 @@ def test_the_python_api_finds_a_job_for_its_tenant_and_the_admin_only(two: Two) 
 
 
 def test_b_cannot_list_read_cancel_or_follow_a_job_of_a_through_the_cli(two: Two) -> None:
-    for command in (["status", two.job], ["cancel", two.job, "--wait", "0"], ["logs", two.job]):
+    commands = (
+        ["status", two.job],
+        ["cancel", two.job, "--wait", "0"],
+        ["logs", two.job],
+        ["scale", two.job, "2"],
+    )
+    for command in commands:
         result = _ultron(*command, "--redis-url", two.b.url)
         assert result.exit_code == 2, (command, result.output)
         assert f"job '{two.job}' is not known to this Redis" in result.output
