@@ -213,8 +213,8 @@ def check_tenant(client: Any, tenant: str) -> None:
             ConfigIssue(
                 "tenant",
                 tenant,
-                "the tenant of a job is the one its Redis credentials say, and these are "
-                f"tenant {mine!r}'s",
+                "the tenant of a job is the one its Redis credentials say, and these "
+                f"credentials are those of tenant {mine!r}",
                 f"set tenant: {mine} in the spec, or use that tenant's credentials",
             )
         ]

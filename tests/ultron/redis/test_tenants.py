@@ -3,18 +3,23 @@ none of tenant A's job, scores or cancel key, through a raw client, the Python A
 the admin (the ``default`` user) sees both.
 
 The jobs' records are written by the real :class:`JobStore` and :class:`ScoreCache` with the
-owner's credentials, as a job's master writes them; no job runs.
+owner's credentials, as a job's master writes them; one small whole job (``slow``) shows a
+tenant's job running end to end with its own credentials.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 import redis
+import yaml
 from redis.exceptions import AuthenticationError, NoPermissionError
 from typer.testing import CliRunner, Result
 
@@ -36,6 +41,8 @@ from ultron.redis.tenants import (
 )
 from ultron.trial_records import TrialResult
 
+REPO = Path(__file__).parents[3]
+ULTRON = str(Path(sys.executable).with_name("ultron"))
 runner = CliRunner()
 
 
@@ -216,3 +223,49 @@ def test_tenants_commands_add_list_rotate_remove_and_are_the_admin_s(
     gone = _ultron("tenants", "remove", name, "--redis-url", redis_url)
     assert gone.exit_code == 2 and "no such tenant" in gone.output
     old_client.close()
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("ultron_home")
+def test_a_tenant_runs_a_job_with_its_own_credentials_and_not_as_another(
+    two: Two, tmp_path: Path
+) -> None:
+    """One small whole job of tenant A with A's credentials: the master, the workers and the
+    trials write only under A's namespace; the same spec naming B is refused before compute."""
+    job_id = f"own-{os.getpid()}"
+    spec = {
+        "name": "own",
+        "code": str(REPO / "tests" / "data" / "toy"),
+        "model": "toy_model:Epochs",
+        "search_space": {"x": {"type": "uniform", "low": 0.0, "high": 1.0}, "epochs": [2]},
+        "num_iterations": 2,
+        "parallelism": 2,
+        "redis_url": two.a.url,
+        "tenant": two.a.name,
+        "storage": str(tmp_path / "runs"),
+    }
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    done = subprocess.run(
+        [ULTRON, "run", str(path), "--job-id", job_id],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    namespace = keys.tenant_namespace(two.a.name)
+    record = two.admin.hgetall(keys.job(job_id, namespace=namespace))
+    assert record["status"] == "completed"
+    assert two.admin.hlen(keys.job_trials(job_id, namespace=namespace)) == 2
+    assert not two.admin.exists(keys.job(job_id))  # nothing in the default tenant's keys
+    shown = _ultron("status", job_id, "--redis-url", two.a.url)
+    assert f"job {job_id} ({two.a.name}): completed" in shown.output
+
+    path.write_text(yaml.safe_dump({**spec, "tenant": two.b.name}))
+    refused = _ultron("run", str(path), "--job-id", f"{job_id}-b")
+    assert refused.exit_code == 2, refused.output
+    assert f"tenant is '{two.b.name}'" in refused.output
+    assert f"credentials are those of tenant '{two.a.name}'" in refused.output
+    assert "Traceback" not in refused.output
+    assert not two.admin.exists(keys.job(f"{job_id}-b", namespace=namespace))
