@@ -29,6 +29,7 @@ from ultron.master.cancel import CANCEL
 from ultron.master.job_state import JobStatus, JobStore
 from ultron.paths import scratch_dir
 from ultron.redis.client import connect
+from ultron.redis.keys import tenant_namespace
 from ultron.settings import settings
 from ultron.spec.job import JobSpec
 from ultron.worker.checkpoints import flush_checkpoints
@@ -146,7 +147,8 @@ def acquire_resources(
         check=lambda: CANCEL.raise_if_requested(job_id),
     )
     keeper = LeaseKeeper(limiter, lease).start()
-    JobStore(client, job_id).set_status(JobStatus.RUNNING)  # queued no more: it holds units
+    store = JobStore(client, job_id, namespace=tenant_namespace(spec.tenant))
+    store.set_status(JobStatus.RUNNING)  # queued no more: it holds units
     cluster: ClusterHandle | None = None
     try:
         # min_parallelism: what is free up to parallelism now; the master grows it later.

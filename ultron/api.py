@@ -127,14 +127,18 @@ def spec_to_resume(job_id: str, *, redis_url: str, keep_redis_url: bool = True) 
     """
     from ultron.errors import ConfigIssue, SpecError
     from ultron.master.job_state import JobStore
+    from ultron.master.overview import find_job
     from ultron.master.resume import spec_to_resume as stored_spec_to_resume
     from ultron.redis.client import connect
 
-    store = JobStore(connect(redis_url), check_job_id(job_id))
-    if not store.client.exists(store.key):
+    client = connect(redis_url)
+    # The caller's job only, as `ultron status` finds it: another tenant's is not known.
+    namespace = find_job(client, check_job_id(job_id))
+    if namespace is None:
         rule = "no job of this id is known to that Redis"
         fix = "`ultron jobs` lists the jobs; give the job's Redis with --redis-url or REDIS_URL"
         raise SpecError([ConfigIssue("JOB", job_id, rule, fix)], source="ultron resume")
+    store = JobStore(client, job_id, namespace=namespace)
     return stored_spec_to_resume(store, redis_url=redis_url if keep_redis_url else None)
 
 

@@ -34,6 +34,7 @@ def _spec(**extra: object) -> JobSpec:
 
 
 def _job(client: redis.Redis) -> str:
+    """A running job: its status, and its master's lease (without it, the job is lost)."""
     job_id = f"scale-{uuid.uuid4().hex[:8]}"
     client.hset(keys.job(job_id), "status", "running")
     # A live master's lease (ultron.master.heartbeat): without it the job would be lost.

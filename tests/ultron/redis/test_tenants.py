@@ -1,5 +1,6 @@
 """Two tenants with their own credentials share one real Redis (ACL users): tenant B reaches
-none of tenant A's job, scores or cancel key, through a raw client, the Python API or the CLI;
+none of tenant A's job, scores, cancel key or lease, through a raw client, the Python API or
+the CLI (it cannot list, read, cancel, scale or resume A's job); A holds its own job's lease;
 the admin (the ``default`` user) sees both.
 
 The jobs' records are written by the real :class:`JobStore` and :class:`ScoreCache` with the
@@ -25,8 +26,9 @@ from typer.testing import CliRunner, Result
 
 from ultron import api
 from ultron.cli.main import app
-from ultron.errors import SpecError, UsageError
+from ultron.errors import JobBusyError, SpecError, UsageError
 from ultron.master.cancel import request_cancel
+from ultron.master.heartbeat import MasterLease, holding_the_job
 from ultron.master.job_state import JobState, JobStatus, JobStore
 from ultron.master.overview import find_job, overview, visible_jobs
 from ultron.master.score_cache import ScoreCache
@@ -181,6 +183,33 @@ def test_b_cannot_list_read_cancel_or_follow_a_job_of_a_through_the_cli(two: Two
     assert two.job in _ultron("status", two.job, "--redis-url", two.a.url).output
     everything = _ultron("jobs", "--redis-url", two.admin_url)
     assert two.job in everything.output and two.a.name in everything.output
+
+
+def test_a_holds_its_job_s_lease_in_its_namespace_and_b_cannot_resume_the_job(two: Two) -> None:
+    namespace = keys.tenant_namespace(two.a.name)
+    with pytest.raises(NoPermissionError):  # B cannot take over A's job
+        MasterLease(two.b.client, two.job, ttl_s=30.0, namespace=namespace).take()
+    resumed = _ultron("resume", two.job, "--redis-url", two.b.url)
+    assert resumed.exit_code == 2, resumed.output
+    assert "no job of this id is known" in resumed.output and "tenant" not in resumed.output
+    with pytest.raises(SpecError, match="no job of this id is known"):
+        api.spec_to_resume(two.job, redis_url=two.b.url)
+    # Nobody holds A's job's lease: it is lost, found in A's namespace, and cancel says so.
+    assert overview(two.a.client, two.job, namespace=namespace).status == "lost"
+    lost = _ultron("cancel", two.job, "--wait", "0", "--redis-url", two.a.url)
+    assert lost.exit_code == 2 and "is lost" in lost.output, lost.output
+    # A's own credentials hold its job's lease, under its namespace: the job runs again, a
+    # resume of it is refused meanwhile, and A's cancel names this run's token.
+    with holding_the_job(two.a.client, two.job, heartbeat_s=5.0, namespace=namespace) as lease:
+        assert two.admin.get(keys.job_master(two.job, namespace=namespace)) == lease.token
+        assert overview(two.a.client, two.job, namespace=namespace).status == "running"
+        with pytest.raises(JobBusyError):
+            api.spec_to_resume(two.job, redis_url=two.a.url)
+        asked = _ultron("cancel", two.job, "--wait", "0", "--redis-url", two.a.url)
+        assert asked.exit_code == 0, asked.output
+        assert two.admin.get(keys.job_cancel(two.job, namespace=namespace)) == lease.token
+        assert two.admin.get(keys.job_cancel(two.job)) is None  # not the default namespace
+    assert two.admin.get(keys.job_master(two.job, namespace=namespace)) is None
 
 
 def test_a_spec_naming_another_tenant_is_refused_on_the_tenant_field(two: Two) -> None:
