@@ -141,14 +141,14 @@ def report(
 def _recorded_results(job_id: str, redis_url: str | None) -> str:
     """Where the job's record in the shared Redis says its results are; a job the Redis does
     not know is bad input (exit 2, as for ``ultron status``)."""
-    from ultron.master.overview import find_job
+    from ultron.cli.jobs import find_job_or_fail
     from ultron.master.trial_logs import results_location
     from ultron.paths import check_job_id
-    from ultron.redis import keys
     from ultron.redis.client import connect
 
     with shared_redis(redis_url) as url:
         client, job_id = connect(url), check_job_id(job_id)
-        # The caller's job, in its tenant's namespace (another tenant's is not known).
-        namespace = find_job(client, job_id) or keys.NAMESPACE
+        # The caller's job, in its tenant's namespace (another tenant's is not known, and
+        # answers as an id nobody used: never a read of a namespace it may not reach).
+        namespace = find_job_or_fail(client, job_id)
         return results_location(client, job_id, namespace=namespace)

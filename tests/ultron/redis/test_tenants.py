@@ -170,6 +170,7 @@ def test_b_cannot_list_read_cancel_or_follow_a_job_of_a_through_the_cli(two: Two
         ["cancel", two.job, "--wait", "0"],
         ["logs", two.job],
         ["scale", two.job, "2"],
+        ["report", two.job],
     )
     for command in commands:
         result = _ultron(*command, "--redis-url", two.b.url)
