@@ -25,9 +25,11 @@ import queue
 import threading
 from typing import Any
 
+import numpy as np
+
 from ultron.datamanager import colocated
 
-__all__ = ["END", "EpochReader", "checkin", "checkout", "close_idle"]
+__all__ = ["END", "EPOCH_END", "EpochReader", "checkin", "checkout", "close_idle"]
 
 
 class _End:
@@ -35,6 +37,7 @@ class _End:
 
 
 END = _End()
+EPOCH_END = _End()  # a streamed epoch's last element: ``(epoch, EPOCH_END)``
 
 
 _MAX_IDLE_READERS = 2  # readers kept between epochs (one per trial; two trials may share a process)
@@ -65,7 +68,7 @@ class EpochReader:
         hyperparameters: dict[str, Any] | None,
         batch_size: int | None,
     ) -> None:
-        from ultron.datamanager.pipeline import epoch_length, load_function
+        from ultron.datamanager.pipeline import load_function
 
         self.key = key
         self.service = colocated.service_key(config)
@@ -78,6 +81,47 @@ class EpochReader:
         self.last_epoch = first_epoch + epochs - 1
         pipeline = load_function(config["pipeline"]) if config.get("pipeline") else None
         size = int(batch_size or config["batch_size"])
+        self._worker: Any = None
+        self.epoch_length: int | None = None  # not known: an epoch ends with the next's start
+        self._dataset: Any
+        if config.get("placement") == "stream":  # read here from the store, no service
+            from ultron.datamanager import streaming
+
+            self._convert = _stream_converter(framework)  # a streamed epoch ends with EPOCH_END
+            self._dataset = streaming.epochs(
+                config,
+                seed=seed,
+                first_epoch=first_epoch,
+                last_epoch=self.last_epoch,
+                batch_size=size,
+                pipeline=pipeline,
+                hyperparameters=hyperparameters,
+            )
+        else:
+            self._start_service_reader(
+                config, first_epoch, epochs, framework, seed, pipeline, hyperparameters, size
+            )
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=int(config.get("prefetch", 4)))
+        self._held: list[Any] = []
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._fill, name="ultron-data", daemon=True)
+        self.thread.start()
+
+    def _start_service_reader(
+        self,
+        config: dict[str, Any],
+        first_epoch: int,
+        epochs: int,
+        framework: str,
+        seed: int,
+        pipeline: Any,
+        hyperparameters: dict[str, Any] | None,
+        size: int,
+    ) -> None:
+        """Register the trial's pipeline with the job's tf.data service."""
+        from ultron.datamanager.pipeline import epoch_length
+
+        sharded = config.get("sharding", "off") != "off"
         drop = bool(config.get("drop_remainder", False))
         self.epoch_length = (
             None
@@ -106,11 +150,6 @@ class EpochReader:
         except BaseException:
             self._release()
             raise
-        self._queue: queue.Queue[Any] = queue.Queue(maxsize=int(config.get("prefetch", 4)))
-        self._held: list[Any] = []
-        self._stop = threading.Event()
-        self.thread = threading.Thread(target=self._fill, name="ultron-data", daemon=True)
-        self.thread.start()
 
     def continues_at(self, epoch: int) -> bool:
         """Whether the next batches this reader gives are the start of ``epoch``."""
@@ -137,7 +176,8 @@ class EpochReader:
     def _fill(self) -> None:
         try:
             for epoch, element in self._dataset:
-                if not self._put((int(epoch), self._convert(element))):
+                batch = element if element is EPOCH_END else self._convert(element)
+                if not self._put((int(epoch), batch)):
                     return
             self._put(END)
         except Exception as exc:  # handed to the training loop, which raises it
@@ -270,3 +310,35 @@ def _converter(framework: str) -> Any:
             "framework='torch' needs PyTorch: pip install 'ultron-automl[torch]'"
         ) from exc
     return lambda element: tf.nest.map_structure(torch.from_dlpack, element)
+
+
+def _stream_converter(framework: str) -> Any:
+    """A function from a streamed batch (NumPy arrays and lists) to the framework's tensors:
+    arrays of numbers become tensors; strings and lists of any length stay Python lists."""
+    if framework == "numpy":
+        return lambda element: element
+    if framework == "tf":
+        from ultron.datamanager.pipeline import import_tensorflow
+
+        to_tensor = import_tensorflow().convert_to_tensor
+    elif framework == "torch":
+        try:
+            import torch
+        except ImportError as exc:
+            raise ImportError(
+                "framework='torch' needs PyTorch: pip install 'ultron-automl[torch]'"
+            ) from exc
+        to_tensor = torch.from_numpy
+    else:
+        raise ValueError(f"framework is {framework!r}; it must be torch, tf or numpy")
+
+    def convert(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {key: convert(v) for key, v in value.items()}
+        if isinstance(value, tuple):
+            return tuple(convert(v) for v in value)
+        if isinstance(value, np.ndarray) and value.dtype != object:
+            return to_tensor(value)
+        return value
+
+    return convert

@@ -41,9 +41,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ultron.datamanager import streaming
 from ultron.datamanager.errors import DataServiceError
 from ultron.datamanager.pipeline import import_tensorflow
-from ultron.datamanager.spec import DataSpec
+from ultron.datamanager.spec import DataSpec, cache_bytes
 
 __all__ = ["DataServiceHandle", "LocalDataService", "service_workers", "start_data_service"]
 
@@ -129,6 +130,7 @@ class DataServiceHandle:
     spec: DataSpec
     seed: int = 0
     service_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    cache_dir: str | None = None  # placement stream: where the fetched files are kept
     _child: _ServiceProcess | None = field(default=None, repr=False)
     _local: LocalDataService | None = field(default=None, repr=False)
 
@@ -147,6 +149,8 @@ class DataServiceHandle:
             "sharding": self.sharding,
             "compression": self.spec.compression,
             "job_seed": self.seed,
+            "format": self.spec.resolved_format(),
+            "cache": {"dir": self.cache_dir, "bytes": cache_bytes(self.spec.stream_cache)},
         }
 
     def fingerprint(self) -> str:
@@ -190,7 +194,12 @@ class DataServiceHandle:
         """Whether the service is up (its process alive, or its servers not yet stopped)."""
         if self._child is not None:
             return self._child.process.poll() is None
-        return self._local is not None
+        return self._local is not None or self.streamed
+
+    @property
+    def streamed(self) -> bool:
+        """Whether the trials read the files from the store themselves (``placement: stream``)."""
+        return self.spec.placement == "stream"
 
     @property
     def restarts(self) -> int:
@@ -235,8 +244,12 @@ def start_data_service(
     base_dir: str | Path = ".",
     in_process: bool = False,
     startup_timeout: float = 300.0,
+    cache_dir: str | Path | None = None,
 ) -> DataServiceHandle:
     """Stage the data and start the job's data service; returns once trials can read from it.
+
+    With ``placement: stream`` nothing is staged or started: the handle lists the data's files,
+    which each trial reads from the store itself (:mod:`ultron.datamanager.streaming`).
 
     Args:
         data_spec: the job's ``data`` section.
@@ -247,10 +260,17 @@ def start_data_service(
             folder's ``data/`` in a job).
         in_process: run the servers in this process instead of a child process.
         startup_timeout: seconds to wait for a child process to be ready.
+        cache_dir: placement stream: the folder of the files the trials fetch, shared by
+            the jobs of this machine (``ULTRON_HOME/data-cache``); ``None``: no cache.
 
     Raises:
         DataServiceError: the service did not start; its log is quoted.
     """
+    if data_spec.placement == "stream":  # nothing staged and nothing to start
+        manifest = streaming.listing(data_spec, base_dir=base_dir)
+        logger.info("streamed data: %d files, %d bytes", len(manifest["files"]), manifest["bytes"])
+        folder = str(Path(cache_dir).resolve()) if cache_dir is not None else None
+        return DataServiceHandle("", manifest, data_spec, seed, cache_dir=folder)
     work = Path(work_dir)
     work.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(work / "journal", ignore_errors=True)  # an earlier run's dispatcher state

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import gzip
 import io
+import json
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,13 +28,14 @@ import numpy as np
 from ultron.datamanager.errors import DataServiceError, DataValidationError, ExpectationFailure
 from ultron.datamanager.spec import SUFFIX_FORMATS, DataSpec
 
-__all__ = ["data_files", "read_chunks", "resolve_url"]
+__all__ = ["RECORD_READERS", "STREAMED_FORMATS", "data_files", "read_chunks", "resolve_url"]
 
 _SUFFIXES = {
     fmt: tuple(suffix for suffix, of in SUFFIX_FORMATS.items() if of == fmt and suffix != ".npy")
     for fmt in set(SUFFIX_FORMATS.values())
 }
 _MAX_RECORD_BYTES = 1 << 31  # a longer TFRecord "record" is a file that is not TFRecord
+_READ_ROWS = 1024  # Parquet rows read at a time when streamed
 
 
 def resolve_url(url: str, *, base_dir: str | Path) -> str:
@@ -76,9 +78,13 @@ def read_chunks(
 ) -> Iterator[dict[str, np.ndarray]]:
     """The data as chunks of columns, every chunk with the same columns, dtypes and shapes."""
     fs, files = data_files(spec, base_dir=base_dir)
-    reader = {"numpy": _numpy_chunks, "parquet": _parquet_chunks, "tfrecord": _tfrecord_chunks}[
-        spec.resolved_format() or ""
-    ]
+    reader = {
+        "numpy": _numpy_chunks,
+        "parquet": _parquet_chunks,
+        "tfrecord": _tfrecord_chunks,
+        "text": _record_chunks,
+        "jsonl": _record_chunks,
+    }[spec.resolved_format() or ""]
     schema: dict[str, tuple[str, tuple[int, ...]]] | None = None
     remaining = max_rows
     for name in files:
@@ -195,16 +201,57 @@ def _tfrecord_chunks(fs: Any, name: str, spec: DataSpec) -> Iterator[dict[str, n
     }
     records: list[bytes] = []
     with fs.open(name, "rb") as raw:
-        gzipped = raw.read(2) == b"\x1f\x8b"  # GZIP's magic number
-        raw.seek(0)
-        handle = gzip.GzipFile(fileobj=raw) if gzipped else raw
-        for record in _tfrecords(handle, name=name):
+        for record in _tfrecords(gunzipped(raw), name=name):
             records.append(record)
             if len(records) == spec.shard_rows:
                 yield {k: v.numpy() for k, v in tf.io.parse_example(records, features).items()}
                 records = []
     if records:
         yield {k: v.numpy() for k, v in tf.io.parse_example(records, features).items()}
+
+
+def gunzipped(raw: Any) -> Any:
+    """``raw`` (a binary file object that can seek), decompressed when it is GZIP."""
+    gzipped = raw.read(2) == b"\x1f\x8b"  # GZIP's magic number
+    raw.seek(0)
+    return gzip.GzipFile(fileobj=raw) if gzipped else raw
+
+
+def _record_chunks(fs: Any, name: str, spec: DataSpec) -> Iterator[dict[str, np.ndarray]]:
+    """Text or JSON Lines records as chunks of columns (strings and ragged lists as objects)."""
+    read = RECORD_READERS[spec.resolved_format() or ""]
+    rows: list[dict[str, Any]] = []
+    with fs.open(name, "rb") as raw:
+        for record in read(gunzipped(raw), name):
+            rows.append(record)
+            if len(rows) == spec.shard_rows:
+                yield _as_columns(rows, name)
+                rows = []
+    if rows:
+        yield _as_columns(rows, name)
+
+
+def _as_columns(rows: list[dict[str, Any]], name: str) -> dict[str, np.ndarray]:
+    keys = list(rows[0])
+    if any(list(row) != keys for row in rows):
+        odd = next(list(row) for row in rows if list(row) != keys)
+        failure = ExpectationFailure(
+            "every record has the same keys",
+            None,
+            f"{name} has {odd} and {keys}",
+            "write every record with the same keys",
+        )
+        raise DataValidationError(name, [failure])
+    out = {}
+    for key in keys:
+        values = [row[key] for row in rows]
+        if all(isinstance(v, (bool, int, float)) for v in values):
+            out[key] = np.asarray(values)
+        else:
+            column = np.empty(len(values), dtype=object)
+            column[:] = values
+            out[key] = column
+    return out
 
 
 def _tfrecords(handle: Any, *, name: str) -> Iterator[bytes]:
@@ -221,3 +268,54 @@ def _tfrecords(handle: Any, *, name: str) -> Iterator[bytes]:
                 "Fix: rewrite the file, or decompress a ZLIB one"
             )
         yield data
+
+
+def _text_records(handle: Any, name: str) -> Iterator[dict[str, Any]]:
+    """A text file's lines (UTF-8, without their line end), one record each."""
+    try:
+        for line in io.TextIOWrapper(handle, encoding="utf-8", newline=None):
+            yield {"text": line[:-1] if line.endswith("\n") else line}
+    except UnicodeDecodeError as exc:
+        raise DataServiceError(
+            f"data.url: {name} is not UTF-8 text ({exc}). Rule: text data is UTF-8, a record "
+            "per line. Fix: re-encode the file as UTF-8, or set format to what it is"
+        ) from exc
+
+
+def _parquet_records(handle: Any, name: str) -> Iterator[dict[str, Any]]:
+    """A Parquet file's rows: scalars and strings as they are, lists of any length as lists."""
+    try:
+        import pyarrow.parquet as pq
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        raise ImportError("Parquet data needs pyarrow: pip install 'ultron-automl[data]'") from exc
+    for batch in pq.ParquetFile(handle).iter_batches(batch_size=_READ_ROWS):
+        yield from batch.to_pylist()
+
+
+def _jsonl_records(handle: Any, name: str) -> Iterator[dict[str, Any]]:
+    """A JSON Lines file's objects, one record each."""
+    for number, line in enumerate(io.TextIOWrapper(handle, encoding="utf-8"), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataServiceError(
+                f"data.url: line {number} of {name} is not JSON ({exc.msg}). Rule: JSON Lines, "
+                "one object per line. Fix: rewrite that line"
+            ) from exc
+        if not isinstance(record, dict):
+            raise DataServiceError(
+                f"data.url: line {number} of {name} is {type(record).__name__}, not an "
+                "object. Rule: each line is a JSON object (its keys are the columns). "
+                'Fix: write {"text": ...}'
+            )
+        yield record
+
+
+RECORD_READERS: dict[str, Callable[[Any, str], Iterator[dict[str, Any]]]] = {
+    "text": _text_records,
+    "jsonl": _jsonl_records,
+    "parquet": _parquet_records,
+}
+STREAMED_FORMATS = tuple(RECORD_READERS)  # what placement: stream reads

@@ -32,7 +32,12 @@ SUFFIX_FORMATS = {
     ".tfrecords": "tfrecord",
     ".tfrecord.gz": "tfrecord",
     ".tfrecords.gz": "tfrecord",
+    ".txt": "text",
+    ".txt.gz": "text",
+    ".jsonl": "jsonl",
+    ".jsonl.gz": "jsonl",
 }
+STREAM_ONLY = ("text", "jsonl")  # records of strings and lists of any length: never staged
 
 
 def rule_error(rule: str, fix: str) -> PydanticCustomError:
@@ -146,8 +151,10 @@ class DataSpec(_Strict):
         min_length=1,
         description="The data: a file, folder or glob; a path relative to the spec, or a URL.",
     )
-    format: Literal["auto", "numpy", "parquet", "tfrecord"] = Field(
-        default="auto", description="The file format; auto reads it from the file suffix."
+    format: Literal["auto", "numpy", "parquet", "tfrecord", "text", "jsonl"] = Field(
+        default="auto",
+        description="The file format; auto reads it from the file suffix. text (a record per "
+        "line, column text) and jsonl (a JSON object per line) need placement: stream.",
     )
     features: dict[str, FeatureSpec] = Field(
         default_factory=dict, description="TFRecord only: feature name -> dtype and shape."
@@ -166,16 +173,21 @@ class DataSpec(_Strict):
         default=None,
         description="module:function in your code base that adds augmentation to the "
         "dataset; it gets (dataset, hyperparameters=, seed=) and returns a dataset. seed is "
-        "the epoch's seed as an int64 scalar tensor, for tf.data and tf.random ops.",
+        "the epoch's seed as an int64 scalar tensor, for tf.data and tf.random ops. With "
+        "placement stream it gets (batch, hyperparameters=, seed=), a batch being a dict of "
+        "columns (arrays, or lists of strings and lists), and returns the batch.",
     )
-    placement: Literal["colocated", "service"] = Field(
+    placement: Literal["colocated", "service", "stream"] = Field(
         default="colocated",
-        description="Where the tf.data service workers run. colocated: each trial process "
-        "runs a worker of the job's dispatcher and reads from it in process, on CPU threads "
-        "next to the training (no RPC, no copy of the batches). service: the service's own "
-        "workers (see workers) make the batches and send them to the trials over gRPC, which "
-        "leaves the trial's CPU to the training. Colocated workers read the staged data on the "
-        "job's machine: trials on other machines need ULTRON_HOME on a shared file system.",
+        description="How trials get their batches. colocated: the data is staged on the job's "
+        "machine and each trial process runs a worker of the job's tf.data service and reads "
+        "from it in process, on CPU threads next to the training (no RPC, no copy of the "
+        "batches; trials on other machines need ULTRON_HOME on a shared file system). "
+        "service: the service's own workers (see workers) make the batches and send them to "
+        "the trials over gRPC, which leaves the trial's CPU to the training. stream: nothing "
+        "is staged and no service runs; each trial reads the files from the store itself, in "
+        "its own order, records of strings and lists of any length included (see "
+        "stream_cache): for data larger than one machine's disk.",
     )
     workers: int = Field(
         strict=True,
@@ -199,6 +211,12 @@ class DataSpec(_Strict):
         ge=1,
         description="Examples per staged shard (the unit shuffled first).",
     )
+    stream_cache: int | str = Field(
+        default="2GiB",
+        description="placement stream only: bytes of the fetched files kept on the machine's "
+        "disk (under ULTRON_HOME) for later epochs and later jobs on the same data, e.g. 2GiB; "
+        "the files beyond it are read from the store every epoch; 0: keep none.",
+    )
     host: str = Field(
         default="localhost", description="The host name trials use to reach the service."
     )
@@ -216,7 +234,8 @@ class DataSpec(_Strict):
         strict=True,
         default=None,
         ge=1,
-        description="Validate only the first N examples; none: all of them.",
+        description="Validate only the first N examples; none: all of them (placement stream: "
+        "the first 100,000).",
     )
 
     @field_validator("pipeline")
@@ -226,12 +245,40 @@ class DataSpec(_Strict):
             raise rule_error("pipeline must be module:function", "write e.g. mypkg.data:augment")
         return value
 
+    @field_validator("stream_cache")
+    @classmethod
+    def _bytes(cls, value: int | str) -> int | str:
+        if cache_bytes(value) is None:
+            raise rule_error(
+                "it must be a size in bytes, 0 or more",
+                "write a whole number of bytes or a size such as 500MB or 2GiB",
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _strings_are_streamed(self) -> DataSpec:
+        fmt = self.resolved_format()
+        if fmt in STREAM_ONLY and self.placement != "stream":
+            raise rule_error(
+                f"format is {fmt}, whose records are strings of any length, but placement is "
+                f"{self.placement}, which stages fixed-length records",
+                "set placement: stream (each trial reads the files from the store itself)",
+            )
+        return self
+
+    def rows_to_validate(self) -> int | None:
+        """How many examples validation reads (it holds them in memory): ``validate_rows``, or
+        with placement stream :data:`STREAM_VALIDATE_ROWS` when it is not set."""
+        if self.validate_rows is None and self.placement == "stream":
+            return STREAM_VALIDATE_ROWS
+        return self.validate_rows
+
     @model_validator(mode="after")
     def _workers_need_the_service(self) -> DataSpec:
-        if self.placement == "colocated" and self.workers > 1:
+        if self.placement != "service" and self.workers > 1:
             raise rule_error(
-                f"workers is {self.workers} but placement is colocated, where each trial "
-                "process runs its own worker",
+                f"workers is {self.workers} but placement is {self.placement}, where each trial "
+                "process reads for itself",
                 "set placement: service to share the data out over the service's workers, "
                 "or drop workers",
             )
@@ -243,7 +290,7 @@ class DataSpec(_Strict):
         if fmt is None:
             raise rule_error(
                 f"the format of {self.url!r} cannot be told from its suffix",
-                "set format: numpy, parquet or tfrecord",
+                "set format: numpy, parquet, tfrecord, text or jsonl",
             )
         if fmt == "tfrecord" and not self.features:
             raise rule_error(
@@ -260,3 +307,21 @@ class DataSpec(_Strict):
             if name.endswith(suffix) or name.endswith(suffix + "*"):
                 return fmt
         return None
+
+
+STREAM_VALIDATE_ROWS = 100_000  # records validated when placement is stream and none are set
+
+
+def cache_bytes(value: int | str) -> int | None:
+    """``stream_cache`` in bytes (``2GiB`` -> 2147483648); ``None`` when it is no size."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value >= 0 else None
+    from dask.utils import parse_bytes
+
+    try:
+        parsed = parse_bytes(value)
+    except (ValueError, TypeError):
+        return None
+    return int(parsed) if parsed >= 0 else None

@@ -65,7 +65,7 @@ def validate_data(data_spec: DataSpec, *, base_dir: str | Path) -> None:
 
 
 def _read(spec: DataSpec, *, base_dir: str | Path) -> dict[str, np.ndarray]:
-    chunks = list(read_chunks(spec, base_dir=base_dir, max_rows=spec.validate_rows))
+    chunks = list(read_chunks(spec, base_dir=base_dir, max_rows=spec.rows_to_validate()))
     return {key: np.concatenate([chunk[key] for chunk in chunks]) for key in chunks[0]}
 
 

@@ -27,7 +27,7 @@ from ultron.limiter.limits import read_max_units, read_tenant_max_units
 from ultron.limiter.resource_limiter import Lease, ResourceLimiter
 from ultron.master.cancel import CANCEL
 from ultron.master.job_state import JobStatus, JobStore
-from ultron.paths import scratch_dir
+from ultron.paths import scratch_dir, ultron_home
 from ultron.redis.client import connect
 from ultron.redis.keys import tenant_namespace
 from ultron.settings import settings
@@ -183,6 +183,7 @@ def acquire_resources(
                 seed=spec.seed,
                 base_dir=spec.code_path.parent,
                 work_dir=scratch_dir(job_id) / "data",
+                cache_dir=ultron_home() / "data-cache",
             )
             logger.info("data service at %s", data.dispatcher_address)
     except BaseException:

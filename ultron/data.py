@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ultron.datamanager import reader as readers
-from ultron.datamanager.reader import END, EpochReader
+from ultron.datamanager.reader import END, EPOCH_END, EpochReader
 
 __all__ = ["BatchStream", "DataStats", "batches", "service_config", "set_service", "stats"]
 
@@ -261,7 +261,7 @@ class BatchStream:
                 raise RuntimeError(f"the data service stream failed: {item}") from item
             epoch, batch = item
             if epoch == self.epoch:
-                return batch
+                return END if batch is EPOCH_END else batch
             if epoch > self.epoch:
                 self._reader.put_back(item)
                 return END

@@ -242,3 +242,20 @@ class Clocked:
                 break
         _log(event="end", x=x, at=time.time())
         return x
+
+
+class ReadsText:
+    """Reads ``hyperparameters["epochs"]`` epochs of the job's streamed text data (each line
+    ``<id> <words>``) and logs, per epoch, the ids in the order they came."""
+
+    def score(self, hyperparameters: dict, checkpoint_path: str, resume: bool) -> float:
+        import ultron.data
+
+        seen = 0
+        for epoch in range(int(hyperparameters["epochs"])):
+            with ultron.data.batches(epoch=epoch, framework="numpy") as stream:
+                ids = [int(line.split(" ", 1)[0]) for batch in stream for line in batch["text"]]
+            _log(event="epoch", tag=hyperparameters["tag"], epoch=epoch, ids=ids)
+            seen += len(ids)
+            ultron.report(epoch, records=float(seen))
+        return float(seen)
