@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from ultron.datamanager import colocated
+from ultron.datamanager.streaming import EPOCH_END
 
 __all__ = ["END", "EPOCH_END", "EpochReader", "checkin", "checkout", "close_idle"]
 
@@ -37,7 +38,6 @@ class _End:
 
 
 END = _End()
-EPOCH_END = _End()  # a streamed epoch's last element: ``(epoch, EPOCH_END)``
 
 
 _MAX_IDLE_READERS = 2  # readers kept between epochs (one per trial; two trials may share a process)

@@ -44,7 +44,7 @@ from typing import Any
 from ultron.datamanager import streaming
 from ultron.datamanager.errors import DataServiceError
 from ultron.datamanager.pipeline import import_tensorflow
-from ultron.datamanager.spec import DataSpec, cache_bytes
+from ultron.datamanager.spec import DataSpec
 
 __all__ = ["DataServiceHandle", "LocalDataService", "service_workers", "start_data_service"]
 
@@ -150,7 +150,7 @@ class DataServiceHandle:
             "compression": self.spec.compression,
             "job_seed": self.seed,
             "format": self.spec.resolved_format(),
-            "cache": {"dir": self.cache_dir, "bytes": cache_bytes(self.spec.stream_cache)},
+            "cache": {"dir": self.cache_dir, "bytes": int(self.spec.stream_cache)},
         }
 
     def fingerprint(self) -> str:

@@ -16,7 +16,7 @@ import math
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ByteSize, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 __all__ = ["SUFFIX_FORMATS", "DataSpec", "Expectation", "FeatureSpec"]
@@ -211,8 +211,8 @@ class DataSpec(_Strict):
         ge=1,
         description="Examples per staged shard (the unit shuffled first).",
     )
-    stream_cache: int | str = Field(
-        default="2GiB",
+    stream_cache: ByteSize = Field(
+        default=ByteSize(2 << 30),
         description="placement stream only: bytes of the fetched files kept on the machine's "
         "disk (under ULTRON_HOME) for later epochs and later jobs on the same data, e.g. 2GiB; "
         "the files beyond it are read from the store every epoch; 0: keep none.",
@@ -243,16 +243,6 @@ class DataSpec(_Strict):
     def _function_path(cls, value: str | None) -> str | None:
         if value is not None and not _FUNCTION_PATH.match(value):
             raise rule_error("pipeline must be module:function", "write e.g. mypkg.data:augment")
-        return value
-
-    @field_validator("stream_cache")
-    @classmethod
-    def _bytes(cls, value: int | str) -> int | str:
-        if cache_bytes(value) is None:
-            raise rule_error(
-                "it must be a size in bytes, 0 or more",
-                "write a whole number of bytes or a size such as 500MB or 2GiB",
-            )
         return value
 
     @model_validator(mode="after")
@@ -310,18 +300,3 @@ class DataSpec(_Strict):
 
 
 STREAM_VALIDATE_ROWS = 100_000  # records validated when placement is stream and none are set
-
-
-def cache_bytes(value: int | str) -> int | None:
-    """``stream_cache`` in bytes (``2GiB`` -> 2147483648); ``None`` when it is no size."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value if value >= 0 else None
-    from dask.utils import parse_bytes
-
-    try:
-        parsed = parse_bytes(value)
-    except (ValueError, TypeError):
-        return None
-    return int(parsed) if parsed >= 0 else None

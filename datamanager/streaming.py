@@ -44,11 +44,17 @@ from typing import Any
 
 import numpy as np
 
-from ultron.datamanager.reader import EPOCH_END
 from ultron.datamanager.sources import RECORD_READERS, data_files, gunzipped
 from ultron.datamanager.spec import DataSpec
 
 __all__ = ["EPOCH_END", "FileCache", "epochs", "listing"]
+
+
+class _EpochEnd:
+    """Marks the end of one epoch in a stream of ``(epoch, batch)``."""
+
+
+EPOCH_END = _EpochEnd()
 
 
 def listing(spec: DataSpec, *, base_dir: str | Path) -> dict[str, Any]:

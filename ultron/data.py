@@ -45,7 +45,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ultron.datamanager import reader as readers
-from ultron.datamanager.reader import END, EPOCH_END, EpochReader
+from ultron.datamanager.reader import END, EpochReader
+from ultron.datamanager.streaming import EPOCH_END
 
 __all__ = ["BatchStream", "DataStats", "batches", "service_config", "set_service", "stats"]
 

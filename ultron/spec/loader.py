@@ -56,6 +56,8 @@ _FIXES = {
     "list_type": "write a list",
     "model_type": "write a mapping of names to values",
     "path_type": "write a path",
+    "byte_size": "write a size such as 500MB or 2GiB, or a whole number of bytes",
+    "byte_size_unit": "write a size such as 500MB or 2GiB, or a whole number of bytes",
 }
 
 
