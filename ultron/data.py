@@ -42,11 +42,14 @@ import json
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ultron.datamanager import reader as readers
 from ultron.datamanager.reader import END, EpochReader
 from ultron.datamanager.streaming import EPOCH_END
+
+if TYPE_CHECKING:
+    from ultron.datamanager.partitions import PartitionStream
 
 __all__ = ["BatchStream", "DataStats", "batches", "service_config", "set_service", "stats"]
 
@@ -133,8 +136,11 @@ def batches(
     seed: int | None = None,
     hyperparameters: dict[str, Any] | None = None,
     batch_size: int | None = None,
-) -> BatchStream:
+) -> BatchStream | PartitionStream:
     """One epoch of batches from the job's data service, each a ``dict`` column -> tensor.
+
+    In hopper mode (a job with ``execution: hopper``, see the hopper guide) it is one pass over
+    the partition the current sub-epoch trains on, in the partition's fixed order.
 
     Args:
         epoch: which epoch; each epoch of a trial has its own order.
@@ -154,6 +160,11 @@ def batches(
             f"or this is not a trial. Fix: add data: to the spec, or call "
             f"ultron.data.set_service(config) (or set {ENV_VAR})"
         )
+    if "partition_path" in config:  # hopper mode: this sub-epoch's partition, on local disk
+        from ultron.datamanager.partitions import PartitionStream
+
+        size = batch_size or int(config.get("batch_size", 32))
+        return PartitionStream(config["partition_path"], batch_size=size, framework=framework)
     trial_seed = seed if seed is not None else _seed
     return BatchStream(
         config,
