@@ -1,7 +1,7 @@
 """A linear regression trained by plain SGD in NumPy, one ``train_epoch`` per sub-epoch.
 
 ``HOPPER_HOLD_DIR`` (tests only): the first resumed sub-epoch to claim ``hold`` there writes
-its process id into it and then waits to be killed (the test kills its Dask worker), so a
+its process id and the model's name into it and then waits to be killed (the test kills its Dask worker), so a
 worker dies mid-sub-epoch at a known moment.
 """
 
@@ -13,7 +13,7 @@ import numpy as np
 import ultron.data
 
 
-def _hold() -> None:
+def _hold(name: str) -> None:
     folder = os.environ.get("HOPPER_HOLD_DIR")
     if not folder:
         return
@@ -21,7 +21,7 @@ def _hold() -> None:
         fd = os.open(os.path.join(folder, "hold"), os.O_CREAT | os.O_EXCL | os.O_WRONLY)
     except FileExistsError:
         return
-    os.write(fd, str(os.getpid()).encode())
+    os.write(fd, f"{os.getpid()} {name}".encode())
     os.close(fd)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:  # killed long before: the test waits on the file
@@ -34,7 +34,7 @@ class Linear:
         path = os.path.join(checkpoint_path, "weights.npy")
         weights = np.load(path) if resume else None
         if resume:
-            _hold()
+            _hold(str(hyperparameters["name"]))
         lr = float(hyperparameters["lr"])
         loss, count = 0.0, 0
         for batch in ultron.data.batches(framework="numpy"):
