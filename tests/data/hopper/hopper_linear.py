@@ -1,8 +1,8 @@
 """A linear regression trained by plain SGD in NumPy, one ``train_epoch`` per sub-epoch.
 
 ``HOPPER_HOLD_DIR`` (tests only): the first resumed sub-epoch to claim ``hold`` there writes
-its process id and the model's name into it and then waits to be killed (the test kills its Dask worker), so a
-worker dies mid-sub-epoch at a known moment.
+its process id and the model's name into it and then waits to be killed (the test kills its
+Dask worker), so a worker dies mid-sub-epoch at a known moment.
 """
 
 import os
