@@ -139,8 +139,8 @@ def batches(
 ) -> BatchStream | PartitionStream:
     """One epoch of batches from the job's data service, each a ``dict`` column -> tensor.
 
-    In hopper mode (a job with ``execution: hopper``, see the hopper guide) it is one pass over
-    the partition the current sub-epoch trains on, in the partition's fixed order.
+    In hopper mode (:mod:`ultron.master.hopper`) it is one pass over the partition the current
+    sub-epoch trains on, in the partition's fixed order.
 
     Args:
         epoch: which epoch; each epoch of a trial has its own order.
