@@ -33,6 +33,7 @@ from ultron.datamanager.partitions import (
     resource_name,
 )
 from ultron.errors import JobFailedError
+from ultron.master.interfaces import Cache
 from ultron.trial_records import trial_seed
 from ultron.worker.hopper import checkpoint_url, run_sub_epoch
 
@@ -107,6 +108,7 @@ class HopperResult:
         checkpoints: model id -> its last checkpoint's URL.
         stopped: the models a stopper stopped early.
         failed: model id -> the error of the sub-epoch that failed more than ``retries``.
+        cached: model id -> the score cache's answer (the model was not trained).
     """
 
     records: list[dict[str, Any]]
@@ -115,6 +117,7 @@ class HopperResult:
     checkpoints: dict[str, str]
     stopped: list[str]
     failed: dict[str, str]
+    cached: dict[str, dict[str, Any]]
 
 
 def _epoch_metrics(records: list[dict[str, Any]]) -> dict[str, float]:
@@ -135,6 +138,9 @@ class HopperRunner:
         job: the job.
         stopper: judges each model after each epoch (``on_report(model_id, epoch, value)``).
         on_epoch: called with (model id, epoch, metrics) after each epoch of a model.
+        cache: the score cache of the job's computation (code, data, model, seed); a model it
+            answers is not trained, and a model that trained all its epochs is stored there.
+            Its configurations are keyed with the hopper setting (:meth:`cache_key`).
     """
 
     def __init__(
@@ -144,8 +150,11 @@ class HopperRunner:
         *,
         stopper: Stopper | None = None,
         on_epoch: Callable[[str, int, dict[str, float]], None] | None = None,
+        cache: Cache | None = None,
     ) -> None:
         self.client = client
+        self.cache = cache
+        self.cached: dict[str, dict[str, Any]] = {}  # model -> the cache's answer
         self.job = job
         self.stopper = stopper
         self.on_epoch = on_epoch
@@ -157,6 +166,26 @@ class HopperRunner:
         self._failed: dict[str, str] = {}  # model -> the error that ended it
         self._stopped: set[str] = set()  # the models the stopper stopped
         self._state_url = f"{job.storage.rstrip('/')}/hopper-state.json"
+
+    def cache_key(self, model: str) -> dict[str, Any]:
+        """What the cache keys ``model`` on: its configuration and the hopper setting (the
+        partitioning and the epochs decide the records it sees, and in which order)."""
+        job = self.job
+        setting = {"partitions": job.partitions, "epochs": job.epochs, "batch": job.batch_size}
+        return {**job.configs[model], "__hopper__": setting}
+
+    def _ask_cache(self) -> None:
+        """Take the cache's answers: those models are not trained."""
+        if self.cache is None:
+            return
+        models = [m for m in self.job.configs if not self.scheduler.done(m)]
+        answers = self.cache.get_many(
+            [self.cache_key(m) for m in models], job_id=self.job.job_id, trial_ids=models
+        )
+        for model, hit in zip(models, answers, strict=True):
+            if hit is not None:
+                self.cached[model] = hit
+                self.scheduler.stop(model)
 
     def _fs(self) -> tuple[Any, str]:
         import fsspec
@@ -210,8 +239,11 @@ class HopperRunner:
         metrics = _epoch_metrics(epoch)
         if self.on_epoch is not None:
             self.on_epoch(hop.model, hop.epoch, metrics)
+        name = self.job.metric or next(iter(metrics), "")
+        if self.cache is not None and hop.epoch + 1 == self.job.epochs and name in metrics:
+            entry = {"score": metrics[name], "metrics": metrics, "trial_id": hop.model}
+            self.cache.put(self.cache_key(hop.model), {**entry, "job_id": self.job.job_id})
         if self.stopper is not None and metrics:
-            name = self.job.metric or next(iter(metrics))
             decision = self.stopper.on_report(hop.model, hop.epoch + 1, metrics[name])
             if decision is Decision.STOP:
                 logger.info("model %s stopped after epoch %d", hop.model, hop.epoch + 1)
@@ -243,9 +275,11 @@ class HopperRunner:
             url=self.job.data_url,
         )
         self._load()
+        self._ask_cache()
         running: dict[str, Hop] = {}
-        ac = as_completed([], with_results=False)
-        while not self.scheduler.finished:
+        # Dask is asked nothing when every model is done already, or answered by the cache.
+        ac = None if self.scheduler.finished else as_completed([], with_results=False)
+        while ac is not None and not self.scheduler.finished:
             for hop in self.scheduler.assign():
                 self._submit(plan, hop, ac, running)
             future = next(ac)
@@ -282,4 +316,5 @@ class HopperRunner:
             },
             stopped=sorted(self._stopped),
             failed=dict(self._failed),
+            cached=dict(self.cached),
         )

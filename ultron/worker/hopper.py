@@ -132,10 +132,8 @@ def run_sub_epoch(request: dict[str, Any]) -> dict[str, Any]:
         if step > 0:
             fs.get(checkpoint_url(base, step).rstrip("/") + "/", checkpoint, recursive=True)
         answer = _train(request, _model(request), path, checkpoint)
-        target = checkpoint_url(base, step + 1)
-        if fs.exists(target):  # a lost attempt's partial upload: replaced whole
-            fs.rm(target, recursive=True)
-        fs.put(checkpoint.rstrip("/") + "/", target, recursive=True)
+        # A lost attempt's upload, if any, is overwritten: the same files, by the same code.
+        fs.put(checkpoint.rstrip("/") + "/", checkpoint_url(base, step + 1), recursive=True)
     worker = _worker()
     return {
         "model_id": request["model_id"],

@@ -23,6 +23,7 @@ import pytest
 
 from ultron.datamanager.partitions import fetch_partition, list_shards, plan_partitions
 from ultron.master.hopper import HopperJob, HopperRunner
+from ultron.master.score_cache import ScoreCache
 from ultron.worker.hopper import train_sequentially
 
 CODE = Path(__file__).parents[2] / "data" / "hopper"
@@ -93,8 +94,13 @@ def _write_data(url: str, options: dict[str, Any]) -> None:
 
 
 def test_hopper_job_visits_each_partition_once_per_epoch_and_survives_a_killed_worker(
-    tmp_path: Path, s3_url: str, s3_storage_options: dict[str, Any], partition_cluster: str
+    tmp_path: Path,
+    s3_url: str,
+    s3_storage_options: dict[str, Any],
+    partition_cluster: str,
+    redis_url: str,
 ) -> None:
+    import redis
     from distributed import Client
 
     base = f"{s3_url}/{tmp_path.name}"
@@ -125,9 +131,14 @@ def test_hopper_job_visits_each_partition_once_per_epoch_and_survives_a_killed_w
 
     killer = threading.Thread(target=kill_the_held_worker, daemon=True)
     killer.start()
+    cache = ScoreCache(
+        redis.Redis.from_url(redis_url), code_hash="c0de", model=job.model, seed=job.seed,
+        metric="loss", tenant="t", namespace=f"test-{tmp_path.name}",
+    )  # fmt: skip
     with Client(partition_cluster, timeout=30) as client:
         client.wait_for_workers(WORKERS, timeout=120)
-        result = HopperRunner(client, job).run()
+        runner = HopperRunner(client, job, cache=cache)
+        result = runner.run()
     killer.join(timeout=5)
     assert killed, "no worker was killed"
 
@@ -139,6 +150,12 @@ def test_hopper_job_visits_each_partition_once_per_epoch_and_survives_a_killed_w
         steps = sorted(r["step"] for r in result.records if r["model_id"] == model)
         assert steps == list(range(WORKERS * EPOCHS))
     assert not result.failed and not result.stopped
+    # Each model's last epoch went to the score cache.
+    keys = [runner.cache_key(m) for m in job.configs]
+    hits = cache.get_many(keys, job_id="another", trial_ids=list(job.configs))
+    assert [h["score"] if h else None for h in hits] == [
+        result.epochs[m][-1]["loss"] for m in job.configs
+    ]
 
     # The killed worker was replaced, and the replacement fetched the partition again.
     plan = plan_partitions(
