@@ -260,10 +260,31 @@ class HopperRunner:
             self.scheduler.stop(hop.model)
             self._failed[hop.model] = f"{type(error).__name__}: {error}"
 
+    def check_workers(self) -> None:
+        """Make sure some worker of the cluster holds each partition's resource.
+
+        Raises:
+            ValueError: a partition no worker holds (its sub-epochs would wait forever).
+        """
+        held: set[str] = set()
+        for worker in self.client.scheduler_info()["workers"].values():
+            held.update(name for name, amount in worker.get("resources", {}).items() if amount)
+        missing = [
+            resource_name(k) for k in range(self.job.partitions) if resource_name(k) not in held
+        ]
+        if missing:
+            raise ValueError(
+                f"partitions is {self.job.partitions}, but no worker holds {', '.join(missing)}; "
+                "each partition needs a Dask worker with the resource partition-<k>: 1. Fix: "
+                "start the workers with --resources partition-<k>=1 (one per partition), or "
+                "lower partitions to the workers there are"
+            )
+
     def run(self) -> HopperResult:
         """Train every model its epochs (or until its stopper says stop); returns the result.
 
         Raises:
+            ValueError: a partition no worker holds (:meth:`check_workers`).
             JobFailedError: every model failed.
         """
         from distributed import as_completed
@@ -278,7 +299,10 @@ class HopperRunner:
         self._ask_cache()
         running: dict[str, Hop] = {}
         # Dask is asked nothing when every model is done already, or answered by the cache.
-        ac = None if self.scheduler.finished else as_completed([], with_results=False)
+        ac = None
+        if not self.scheduler.finished:
+            self.check_workers()
+            ac = as_completed([], with_results=False)
         while ac is not None and not self.scheduler.finished:
             for hop in self.scheduler.assign():
                 self._submit(plan, hop, ac, running)

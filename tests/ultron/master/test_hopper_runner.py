@@ -1,0 +1,100 @@
+"""The hopper runner's parts at the cheapest level: the score cache (real Redis), the stopper
+(the hops' answers handed over without a cluster), the check of the workers' resources."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import redis
+
+from ultron.algorithms.stoppers.median import MedianStopping
+from ultron.master.hopper import HopperJob, HopperRunner
+from ultron.master.score_cache import ScoreCache
+
+
+def test_models_the_cache_answers_are_not_trained(tmp_path: Path, redis_url: str) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    for i in range(2):
+        np.savez(data / f"s{i}.npz", x=np.zeros((4, 2)), y=np.zeros(4))
+    job = HopperJob(
+        job_id="cached",
+        model="absent:Model",  # never imported: no sub-epoch runs
+        configs={"a": {"lr": 0.1}, "b": {"lr": 0.2}},
+        data_url=str(data),
+        storage=str(tmp_path / "job"),
+        partitions=2,
+        epochs=3,
+    )
+    cache = ScoreCache(
+        redis.Redis.from_url(redis_url), code_hash="c0de", model=job.model, seed=0,
+        metric="loss", tenant="t", namespace=f"test-{uuid.uuid4().hex[:8]}",
+    )  # fmt: skip
+    # No Dask client: a job whose every model the cache answers submits nothing.
+    runner = HopperRunner(None, job, cache=cache)
+    for model in job.configs:
+        cache.put(runner.cache_key(model), {"score": 0.5, "metrics": {"loss": 0.5}})
+    other = HopperRunner(None, HopperJob(**{**job.__dict__, "epochs": 4}))
+    assert cache.get_many([other.cache_key("a")], job_id="x", trial_ids=["a"]) == [None]
+
+    result = runner.run()
+
+    assert sorted(result.cached) == ["a", "b"]
+    assert all(hit["score"] == 0.5 for hit in result.cached.values())
+    assert result.records == [] and result.orders == {"a": [], "b": []}
+
+
+def _job(tmp_path: Path, **changes: object) -> HopperJob:
+    fields: dict[str, Any] = {
+        "job_id": "unit",
+        "model": "absent:Model",
+        "configs": {f"m{i}": {"lr": i} for i in range(6)},
+        "data_url": str(tmp_path),
+        "storage": str(tmp_path / "job"),
+        "partitions": 2,
+        "epochs": 3,
+        **changes,
+    }
+    return HopperJob(**fields)
+
+
+def test_the_stopper_hears_each_epoch_weighted_by_records_and_stops_models(
+    tmp_path: Path,
+) -> None:
+    # No cluster: the hops' answers are handed to the runner as Dask would hand them.
+    stopper = MedianStopping(max_resource=3, min_trials=2)
+    heard: list[tuple[str, int, dict[str, float]]] = []
+    runner = HopperRunner(
+        None, _job(tmp_path), stopper=stopper, on_epoch=lambda *a: heard.append(a)
+    )
+    losses = {f"m{i}": float(i) for i in range(6)}  # m5 is the worst
+    while not runner.scheduler.finished:
+        for hop in runner.scheduler.assign():
+            records = 10 if hop.partition == 0 else 30
+            loss = losses[hop.model] + hop.partition  # partition 1 weighs three times more
+            answer = {"model_id": hop.model, "epoch": hop.epoch, "partition": hop.partition,
+                      "step": hop.step, "records": records, "metrics": {"loss": loss}}  # fmt: skip
+            runner._completed(hop, answer)
+    first = {model: metrics for model, epoch, metrics in heard if epoch == 0}
+    assert first["m0"] == {"loss": 0.75}  # (0 * 10 + 1 * 30) / 40
+    assert "m5" in runner._stopped and len(runner.scheduler.order("m5")) < 3
+    assert runner.scheduler.order("m0") and len(runner.scheduler.order("m0")) == 3
+
+
+def test_a_partition_no_worker_holds_is_refused_before_any_training(tmp_path: Path) -> None:
+    from distributed import Client, LocalCluster
+
+    np.savez(tmp_path / "s0.npz", x=np.zeros(2))
+    np.savez(tmp_path / "s1.npz", x=np.zeros(2))
+    with (
+        LocalCluster(
+            n_workers=1, processes=False, resources={"partition-0": 1}, dashboard_address=":0"
+        ) as cluster,
+        Client(cluster) as client,
+        pytest.raises(ValueError, match=r"no worker holds partition-1.*Fix"),
+    ):
+        HopperRunner(client, _job(tmp_path)).run()
