@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+import posixpath
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -211,6 +212,7 @@ class HopperRunner:
             "records": self.records,
             "stopper": self.stopper.state_dict() if self.stopper is not None else None,
         }
+        fs.makedirs(posixpath.dirname(path), exist_ok=True)  # a local folder must exist first
         fs.pipe_file(path, json.dumps(state).encode())
 
     def _submit(self, plan: PartitionPlan, hop: Hop, ac: Any, running: dict[str, Hop]) -> None:

@@ -98,3 +98,23 @@ def test_a_partition_no_worker_holds_is_refused_before_any_training(tmp_path: Pa
         pytest.raises(ValueError, match=r"no worker holds partition-1.*Fix"),
     ):
         HopperRunner(client, _job(tmp_path)).run()
+
+
+def test_a_runner_started_again_goes_on_from_the_stored_state(tmp_path: Path) -> None:
+    job = _job(tmp_path)
+    first = HopperRunner(None, job)
+    for hop in first.scheduler.assign():
+        answer = {"model_id": hop.model, "epoch": hop.epoch, "partition": hop.partition,
+                  "step": hop.step, "records": 1, "metrics": {"loss": 1.0}}  # fmt: skip
+        first._completed(hop, answer)
+    running = first.scheduler.assign()  # lost with the first runner: they run again
+    first._save()
+
+    second = HopperRunner(None, job)
+    second._load()
+
+    assert second.records == first.records
+    assert second.scheduler.log == first.scheduler.log
+    for hop in running:
+        first.scheduler.release(hop)
+    assert second.scheduler.assign() == first.scheduler.assign()
