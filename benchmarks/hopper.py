@@ -34,12 +34,12 @@ from typing import Any
 
 import numpy as np
 
+from ultron.cluster.partitions import local_partition_cluster
 from ultron.datamanager.partitions import (
     PartitionPlan,
     fetch_partition,
     list_shards,
     plan_partitions,
-    resource_name,
 )
 from ultron.master.hopper import HopperJob, HopperRunner
 from ultron.worker.hopper import train_sequentially
@@ -98,17 +98,6 @@ def train_replicated(
     return [float(w) for w in weights]
 
 
-def _cluster(workers: int) -> Any:
-    from distributed import Nanny, Scheduler, SpecCluster
-
-    specs = {
-        f"w{k}": {"cls": Nanny, "options": {"nthreads": 1, "resources": {resource_name(k): 1}}}
-        for k in range(workers)
-    }
-    scheduler = {"cls": Scheduler, "options": {"dashboard_address": ":0"}}
-    return SpecCluster(workers=specs, scheduler=scheduler)
-
-
 def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     """Train with both methods and sequentially; returns the figures."""
     from distributed import Client
@@ -137,7 +126,7 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     plan = plan_partitions(
         list_shards(job.data_url), partitions=args.workers, seed=job.seed, url=job.data_url
     )
-    with _cluster(args.workers) as cluster, Client(cluster) as client:
+    with local_partition_cluster(args.workers) as cluster, Client(cluster) as client:
         started = time.perf_counter()
         result = HopperRunner(client, job).run()
         mop_wall = time.perf_counter() - started

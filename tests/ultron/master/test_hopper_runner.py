@@ -12,6 +12,7 @@ import pytest
 import redis
 
 from ultron.algorithms.stoppers.median import MedianStopping
+from ultron.cluster.partitions import local_partition_cluster
 from ultron.master.hopper import HopperJob, HopperRunner
 from ultron.master.score_cache import ScoreCache
 
@@ -86,14 +87,12 @@ def test_the_stopper_hears_each_epoch_weighted_by_records_and_stops_models(
 
 
 def test_a_partition_no_worker_holds_is_refused_before_any_training(tmp_path: Path) -> None:
-    from distributed import Client, LocalCluster
+    from distributed import Client
 
     np.savez(tmp_path / "s0.npz", x=np.zeros(2))
     np.savez(tmp_path / "s1.npz", x=np.zeros(2))
     with (
-        LocalCluster(
-            n_workers=1, processes=False, resources={"partition-0": 1}, dashboard_address=":0"
-        ) as cluster,
+        local_partition_cluster(1, processes=False) as cluster,  # partition-0 only
         Client(cluster) as client,
         pytest.raises(ValueError, match=r"no worker holds partition-1.*Fix"),
     ):

@@ -1,0 +1,50 @@
+"""Dask workers that hold the partitions of a hopper job (model hopper parallelism).
+
+Worker ``k`` carries the resource ``partition-<k>: 1``; a sub-epoch on partition ``k`` asks for
+it, so it runs only there (:mod:`ultron.master.hopper`). On a running cluster, SLURM or
+Kubernetes the workers get the resource on their command line (:func:`worker_args`); on one
+machine :func:`local_partition_cluster` starts them.
+
+Example:
+    >>> worker_args(2)
+    ['--resources', 'partition-2=1']
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ultron.datamanager.partitions import resource_name
+
+__all__ = ["local_partition_cluster", "worker_args"]
+
+
+def worker_args(partition: int) -> list[str]:
+    """The ``dask worker`` arguments that make a worker the holder of ``partition``."""
+    return ["--resources", f"{resource_name(partition)}=1"]
+
+
+def local_partition_cluster(
+    partitions: int, *, processes: bool = True, threads: int = 1, **scheduler_options: Any
+) -> Any:
+    """A ``SpecCluster`` on this machine with one worker per partition, worker ``k`` holding
+    ``partition-<k>``; ``processes``: each worker a process under a nanny (which restarts it
+    if it dies), else threads of this process.
+
+    Raises:
+        ValueError: ``partitions`` is below 1.
+    """
+    from distributed import Nanny, Scheduler, SpecCluster, Worker
+
+    if partitions < 1:
+        raise ValueError(f"partitions is {partitions}; it must be at least 1")
+    cls = Nanny if processes else Worker
+    workers = {
+        f"partition-worker-{k}": {
+            "cls": cls,
+            "options": {"nthreads": threads, "resources": {resource_name(k): 1}},
+        }
+        for k in range(partitions)
+    }
+    options = {"dashboard_address": ":0", **scheduler_options}
+    return SpecCluster(workers=workers, scheduler={"cls": Scheduler, "options": options})
