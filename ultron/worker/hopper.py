@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib
 import os
 import tempfile
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -118,11 +119,12 @@ def run_sub_epoch(request: dict[str, Any]) -> dict[str, Any]:
             store) and the hop's (``partition``, ``epoch``, ``step``).
 
     Returns:
-        The hop, the metrics ``train_epoch`` returned, the partition's record count and who ran
-        it (worker name and process id).
+        The hop, the metrics ``train_epoch`` returned, the partition's record count, who ran
+        it (worker name and process id) and how long it took (seconds, fetch included).
     """
     import fsspec
 
+    started = time.perf_counter()
     partition, step = int(request["partition"]), int(request["step"])
     path, records = _local_partition(request, partition)
     fs, base = fsspec.core.url_to_fs(
@@ -144,6 +146,7 @@ def run_sub_epoch(request: dict[str, Any]) -> dict[str, Any]:
         "records": records,
         "worker": str(worker.name),
         "pid": os.getpid(),
+        "seconds": round(time.perf_counter() - started, 4),
     }
 
 
