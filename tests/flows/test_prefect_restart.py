@@ -3,7 +3,8 @@
 The job runs from the ``hpo-job`` deployment on the session's real Prefect server and process
 worker (``prefect deploy --all`` created the restart automation, ultron/deploy/restarts.py).
 Its process is killed after its first trial is stored; the worker marks the run ``Crashed``,
-the automation schedules it again once it stayed so 30 s, the worker runs the same flow run
+the automation schedules it again once it stayed so (30 s as deployed; this test updates it to
+QUIET_S, as ``prefect deploy`` with ``quiet_s: 12`` would), the worker runs the same flow run
 (once: one more run, never two masters), and the job resumes with its id and completes: every
 configuration scored once, only the trials running at the kill training their current epoch
 again. Between the kill and the rerun, ``ultron jobs`` shows the job ``lost`` (its lease, renewed
@@ -18,7 +19,7 @@ import signal
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,13 +28,15 @@ import redis
 from typer.testing import CliRunner
 
 from ultron.cli.main import app
-from ultron.deploy.restarts import AUTOMATION_NAME
+from ultron.deploy.restarts import AUTOMATION_NAME, restart_automation
+from ultron.deploy.restarts import QUIET_S as DEPLOYED_QUIET_S
 from ultron.paths import new_job_id
 
 TOY = Path(__file__).parents[1] / "data" / "toy"
 EPOCHS = 4
 XS = [1.0, 2.0, 3.0, 4.0]
-BEAT_S = 2  # ULTRON_HEARTBEAT_S of the job: lost 5 s after the kill, well inside the 30 s wait
+BEAT_S = 2  # ULTRON_HEARTBEAT_S of the job: lost 5 s after the kill, inside the wait below
+QUIET_S = 12  # the automation's wait: the deployed 30 s would only make the test slower
 
 pytestmark = pytest.mark.slow
 
@@ -57,6 +60,23 @@ def _epochs(calls: Path) -> list[dict]:
     return [json.loads(line) for line in calls.read_text().splitlines()] if calls.exists() else []
 
 
+@pytest.fixture
+def quick_restarts(prefect_server: Any) -> Iterator[None]:
+    """The deployed automation, updated to wait QUIET_S instead of 30 s, and back after."""
+    from prefect.client.base import ServerType
+    from prefect.client.orchestration import SyncPrefectClient
+
+    with SyncPrefectClient(prefect_server.api_url, server_type=ServerType.SERVER) as client:
+        made = client.read_automations_by_name(AUTOMATION_NAME)  # made by `prefect deploy`
+        assert [a.trigger.within.total_seconds() for a in made] == [DEPLOYED_QUIET_S]
+        client.update_automation(made[0].id, restart_automation(quiet_s=QUIET_S))
+        try:
+            yield
+        finally:
+            client.update_automation(made[0].id, restart_automation())
+
+
+@pytest.mark.usefixtures("quick_restarts")
 def test_a_killed_flow_run_is_run_again_by_prefect_and_the_job_completes(
     prefect_server, tmp_path: Path, redis_url: str
 ) -> None:
