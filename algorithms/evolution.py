@@ -1,5 +1,9 @@
 """Regularized (aging) evolution: steady-state tournament selection, oldest member dies.
 
+Conditional and variable-length spaces: mutation and crossover work on the space's flat view
+(:mod:`ultron.algorithms.space`) and repair the child so that it holds exactly its active
+parameters.
+
 Real et al. 2019 ("Regularized Evolution for Image Classifier Architecture Search"), which
 ``nas-rpc.tex`` recommends over generations: with tournament selection in a steady state, the
 number of outstanding evaluations never holds up the production of new candidates, so an
@@ -36,6 +40,8 @@ class RegularizedEvolution(SearchAlgorithm):
         population_size: P in the paper: how many of the most recent members survive.
         sample_size: S in the paper: tournament size (2 is the pairwise tournament of nas-rpc).
         mutation_scale: standard deviation of a numeric mutation, as a fraction of the range.
+        crossover_rate: the share of candidates bred from two tournament winners by uniform
+            crossover before the mutation (0, the paper's aging evolution: mutation only).
 
     Example:
         >>> from ultron.algorithms.space import Choice, SearchSpace
@@ -57,6 +63,7 @@ class RegularizedEvolution(SearchAlgorithm):
         population_size: int = 20,
         sample_size: int = 5,
         mutation_scale: float = 0.2,
+        crossover_rate: float = 0.0,
     ) -> None:
         super().__init__(search_space, seed=seed, direction=direction)
         if population_size < 2:
@@ -66,9 +73,14 @@ class RegularizedEvolution(SearchAlgorithm):
                 f"sample_size is {sample_size}; it must be between 1 and population_size "
                 f"({population_size}): lower it or raise population_size"
             )
+        if not 0.0 <= crossover_rate <= 1.0:
+            raise ValueError(
+                f"crossover_rate is {crossover_rate}; it must be between 0 and 1 (0: mutation only)"
+            )
         self.population_size = population_size
         self.sample_size = sample_size
         self.mutation_scale = mutation_scale
+        self.crossover_rate = crossover_rate
         self._population: list[tuple[Config, float]] = []  # oldest first; losses
         self._proposed = 0
 
@@ -94,20 +106,56 @@ class RegularizedEvolution(SearchAlgorithm):
         # Random members until the population has filled once (counting outstanding ones).
         if self._proposed < self.population_size or not self._population:
             return self.search_space.sample(self.rng)
+        parent = self._tournament()
+        if self.crossover_rate > 0 and self.rng.uniform() < self.crossover_rate:
+            parent = self._crossover(parent, self._tournament())
+        return self._mutate(parent)
+
+    def _tournament(self) -> Config:
+        """The best of ``sample_size`` members drawn at random from the population."""
         size = min(self.sample_size, len(self._population))  # few told yet, many outstanding
         picks = self.rng.choice(len(self._population), size=size, replace=False)
-        parent = min((self._population[int(i)] for i in picks), key=lambda member: member[1])
-        return self._mutate(parent[0])
+        return min((self._population[int(i)] for i in picks), key=lambda member: member[1])[0]
+
+    def _crossover(self, first: Config, second: Config) -> Config:
+        """Uniform crossover on the flat view: each active parameter from either parent (from
+        the one that has it, over lists of different lengths; drawn afresh if neither has)."""
+        space = self.search_space
+        a, b = space.flatten(first), space.flatten(second)
+        child: Config = {}
+        for name, domain in space.items():
+            if not space.is_active(name, child):
+                continue
+            options = [parent[name] for parent in (a, b) if name in parent]
+            if not options:
+                child[name] = domain.sample(self.rng)
+            else:
+                child[name] = options[int(self.rng.integers(len(options)))]
+        return space.nest(child)
 
     def _mutate(self, parent: Config) -> Config:
-        """Change one hyper-parameter, and each other one with probability 1/d."""
-        names = list(self.search_space)
+        """Change one active hyper-parameter, and each other active one with probability 1/d.
+
+        In a conditional space the child is then repaired in the space's order: a parameter
+        the change made inactive is dropped, one it made active (SGD's momentum, a new layer)
+        is drawn afresh; a list's count steps like any integer, so layers come and go at the
+        end of the list.
+        """
+        space = self.search_space
+        flat = space.flatten(parent)
+        names = [name for name in space if name in flat]
         forced = names[int(self.rng.integers(len(names)))]
-        child = dict(parent)
+        child = dict(flat)
         for name in names:
             if name == forced or self.rng.uniform() < 1.0 / len(names):
-                child[name] = self._mutate_value(self.search_space[name], parent[name])
-        return child
+                child[name] = self._mutate_value(space[name], flat[name])
+        if not space.conditional:
+            return child
+        repaired: Config = {}
+        for name, domain in space.items():
+            if space.is_active(name, repaired):
+                repaired[name] = child[name] if name in child else domain.sample(self.rng)
+        return space.nest(repaired)
 
     def _mutate_value(self, domain: Domain, value: Any) -> Any:
         if isinstance(domain, Choice):

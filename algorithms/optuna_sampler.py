@@ -6,6 +6,10 @@ outstanding at once, as in an asynchronous loop) and turns the study into JSON-c
 
 State: every trial of the study (told and still open) plus the sampler, pickled, base64-encoded.
 A fresh instance that loads it rebuilds the study trial by trial and continues identically.
+
+A conditional space is asked define-by-run, each parameter suggested once it is active, under
+its flat name (``momentum``, ``layers.0.width``): Optuna's samplers see exactly the parameters a
+trial holds.
 """
 
 from __future__ import annotations
@@ -159,9 +163,14 @@ class OptunaSearch(SearchAlgorithm):
         for attempt in range(_MAX_REDRAWS + 1):
             if attempt == _MAX_REDRAWS:
                 # The sampler keeps repeating itself: let Optuna record a random draw of ours.
-                self._study.enqueue_trial(self.search_space.sample(self.rng))
-            trial = self._study.ask(self._distributions)
-            config = {name: trial.params[name] for name in self.search_space}
+                draw = self.search_space.sample(self.rng)
+                self._study.enqueue_trial(self.search_space.flatten(draw))
+            if self.search_space.conditional:
+                trial = self._study.ask()
+                config = self._suggest_conditional(trial)
+            else:
+                trial = self._study.ask(self._distributions)
+                config = {name: trial.params[name] for name in self.search_space}
             key = canonical(config)
             if key not in seen or attempt == _MAX_REDRAWS or len(seen) >= self.search_space.size:
                 self._open.setdefault(key, []).append(trial.number)
@@ -169,6 +178,16 @@ class OptunaSearch(SearchAlgorithm):
             # A repeat within the batch: close it so the sampler moves on.
             self._study.tell(trial.number, state=_trial_state("FAIL"))
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _suggest_conditional(self, trial: Any) -> Config:
+        """Define-by-run: suggest each parameter only once it is active, as an Optuna objective
+        does with ``if optimizer == "sgd": trial.suggest_float("momentum", ...)``. TPE then
+        models each parameter on the trials that hold it (Optuna's conditional handling)."""
+        flat: Config = {}
+        for name in self.search_space:
+            if self.search_space.is_active(name, flat):
+                flat[name] = _suggest(trial, name, self.search_space[name])
+        return self.search_space.nest(flat)
 
     def update_state(
         self, hyperparameter_candidates: Sequence[Config], validation_scores: Sequence[float]
@@ -181,11 +200,12 @@ class OptunaSearch(SearchAlgorithm):
         numbers = self._open.get(canonical(config))
         if not numbers:
             # Scored without being asked (a restored master, a user's seed point): record it.
+            params = self.search_space.flatten(self.search_space.project(config))
             trial = _import_optuna().trial.create_trial(
                 state=_trial_state("FAIL" if failed else "COMPLETE"),
                 value=None if failed else score,
-                params=dict(config),
-                distributions=self._distributions,
+                params=params,
+                distributions={name: self._distributions[name] for name in params},
             )
             self._study.add_trial(trial)
             return
@@ -216,6 +236,15 @@ class OptunaSearch(SearchAlgorithm):
         for trial in state["trials"]:
             self._study.add_trial(_trial_from_json(trial))
         self._open = {key: list(numbers) for key, numbers in state["open"].items()}
+
+
+def _suggest(trial: Any, name: str, domain: Domain) -> Any:
+    """``trial.suggest_*`` for one of our domains (the public define-by-run calls)."""
+    if isinstance(domain, Choice):
+        return trial.suggest_categorical(name, list(domain.values))
+    if isinstance(domain, IntRange):
+        return trial.suggest_int(name, domain.low, domain.high, log=domain.log)
+    return trial.suggest_float(name, domain.low, domain.high, log=isinstance(domain, LogUniform))
 
 
 def _require(module: str, what: str) -> None:

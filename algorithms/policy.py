@@ -17,6 +17,11 @@ No layer norm and no positional encoding beyond ``P_j``, as the paper's parsimon
 output weights start at zero, so the first batch is drawn uniformly (pure random search) and
 the policy only departs from uniform as rewards come in.
 
+Conditional spaces: a choice may be *inactive* (category index ``-1``; SGD's momentum under
+Adam). It is not drawn, adds nothing to ``log π(x)`` and has no content token, so the choices
+after it attend only over the active ones: ``π(x) = Π_{d active} π(x_d | x_<d active)``. Which
+choice is active is decided by the caller from the prefix (:meth:`AttentionPolicy.sample`).
+
 Numerics: log-probabilities through log-sum-exp, gradients by hand (one block, so backprop is
 a few lines per choice), Adam with a global gradient-norm clip.
 """
@@ -24,7 +29,7 @@ a few lines per choice), Adam with a global gradient-norm clip.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -90,27 +95,55 @@ class AttentionPolicy:
 
     # -- forward ---------------------------------------------------------------------------
 
-    def _attend(self, d: int, tokens: list[np.ndarray]) -> tuple[np.ndarray, dict[str, Any]]:
-        """Logits of choice ``d`` given the content tokens of the choices before it."""
+    def _attend(
+        self, d: int, tokens: Sequence[np.ndarray | None]
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        """Logits of choice ``d`` given the content tokens of the active choices before it."""
         p = self.params
-        stacked = np.vstack([p["null"], *tokens[:d]])  # (d + 1, E)
+        used = [j for j in range(d) if tokens[j] is not None]
+        stacked = np.vstack(
+            [p["null"], *(np.asarray(tokens[j]) for j in used)]
+        )  # (active before + 1, E)
         keys, values = stacked @ p["wk"].T, stacked @ p["wv"].T
         query = p["query"][d]
         scores = keys @ query / math.sqrt(self.dim)
         weights = np.exp(log_softmax(scores))
         z = query + weights @ values
         logits = p["out"][d] @ z + p["bias"][d]
-        cache = {"stacked": stacked, "keys": keys, "values": values, "weights": weights, "z": z}
+        cache = {
+            "stacked": stacked,
+            "keys": keys,
+            "values": values,
+            "weights": weights,
+            "z": z,
+            "used": used,
+        }
         return logits, cache
 
-    def _token(self, d: int, k: int) -> np.ndarray:
+    def _token(self, d: int, k: int) -> np.ndarray | None:
+        if k < 0:  # an inactive choice has no token
+            return None
         return np.asarray(self.params["content"][d][k] + self.params["position"][d])
 
-    def sample(self, rng: np.random.Generator) -> list[int]:
-        """Draw one configuration, choice by choice (ancestral sampling)."""
-        tokens: list[np.ndarray] = []
-        indices = []
+    def sample(
+        self,
+        rng: np.random.Generator,
+        active: Callable[[int, list[int]], bool] | None = None,
+    ) -> list[int]:
+        """Draw one configuration, choice by choice (ancestral sampling).
+
+        Args:
+            rng: the caller's generator.
+            active: whether choice ``d`` is active given the indices before it; an inactive
+                one is not drawn and gets index ``-1``. ``None``: every choice is active.
+        """
+        tokens: list[np.ndarray | None] = []
+        indices: list[int] = []
         for d in range(len(self.sizes)):
+            if active is not None and not active(d, indices):
+                indices.append(-1)
+                tokens.append(None)
+                continue
             logits, _ = self._attend(d, tokens)
             probs = np.exp(log_softmax(logits))
             k = int(rng.choice(len(probs), p=probs / probs.sum()))
@@ -127,13 +160,17 @@ class AttentionPolicy:
         """``log π(x_d | x_<d)`` for every ``d``; their sum is ``log π(x)``."""
         tokens = [self._token(d, k) for d, k in enumerate(indices)]
         return np.array(
-            [float(log_softmax(self._attend(d, tokens)[0])[k]) for d, k in enumerate(indices)]
+            [
+                float(log_softmax(self._attend(d, tokens)[0])[k]) if k >= 0 else 0.0
+                for d, k in enumerate(indices)
+            ]
         )
 
     def path(self, indices: Sequence[int]) -> list[np.ndarray]:
-        """``log π(· | x_<d)`` for every ``d``: the conditionals along one configuration."""
+        """``log π(· | x_<d)`` for every active ``d``: the conditionals along one
+        configuration."""
         tokens = [self._token(d, k) for d, k in enumerate(indices)]
-        return [log_softmax(self._attend(d, tokens)[0]) for d in range(len(indices))]
+        return [log_softmax(self._attend(d, tokens)[0]) for d, k in enumerate(indices) if k >= 0]
 
     def log_prob(self, indices: Sequence[int]) -> float:
         """``log π(x)`` of one configuration given as category indices."""
@@ -156,6 +193,8 @@ class AttentionPolicy:
             tokens = [self._token(d, k) for d, k in enumerate(indices)]
             token_grads = [np.zeros(self.dim) for _ in indices]
             for d, k in enumerate(indices):
+                if k < 0:
+                    continue
                 logits, cache = self._attend(d, tokens)
                 logp = log_softmax(logits)
                 probs = np.exp(logp)
@@ -166,6 +205,8 @@ class AttentionPolicy:
                 g += entropy_weight * (-probs * (logp + h))  # d H / d logits
                 self._backward(d, g, cache, grads, token_grads)
             for d, k in enumerate(indices):
+                if k < 0:
+                    continue
                 grads["content"][d][k] += token_grads[d]
                 grads["position"][d] += token_grads[d]
         return grads, entropy / max(len(batch), 1)
@@ -192,8 +233,8 @@ class AttentionPolicy:
         grads["wv"] += dvalues.T @ cache["stacked"]
         dstacked = dkeys @ p["wk"] + dvalues @ p["wv"]
         grads["null"] += dstacked[0]
-        for j in range(d):
-            token_grads[j] += dstacked[1 + j]
+        for row, j in enumerate(cache["used"]):
+            token_grads[j] += dstacked[1 + row]
 
     def ascend(self, grads: dict[str, Any]) -> None:
         """One Adam step *up* the gradient, its global norm clipped to ``clip``."""

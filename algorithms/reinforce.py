@@ -39,6 +39,13 @@ What the paper leaves open is filled in as the NAS literature does, each named b
 - **No repeats**: on a finite space, candidates are drawn exactly from the policy restricted to
   configurations never proposed (evaluated or outstanding); see :meth:`_draw_exact`.
 
+- **Conditional spaces**: the policy runs over the space's flat view in its order (a
+  parameter after those it depends on) and skips an inactive choice: it is not drawn, adds
+  nothing to ``log π(x)`` and later choices do not attend to it, so the policy is
+  autoregressive over exactly the active parameters. A condition's parameter (a choice, a
+  list's count) always gets one category per value, so activity follows from the indices.
+  Repeats are avoided by redrawing (the exact sampler below assumes a product space).
+
 The paper's later version adds an actor-critic and an ensemble over factorization orders; here
 the order is the space's (on NAS-Bench-201, putting the decisive edge first or last changed the
 mean regret by less than its noise).
@@ -132,11 +139,15 @@ class ReinforceSearch(SearchAlgorithm):
         self.target_kl = target_kl
         self.elite = elite
         self.elite_weight = elite_weight
-        self._sizes = [_categories(domain, bins) for domain in search_space.values()]
-        self._exact = all(
+        self._sizes = [
+            _categories(domain, bins, exact=name in search_space.parents)
+            for name, domain in search_space.items()
+        ]
+        self._exact = not search_space.conditional and all(
             _exact(domain, size)
             for domain, size in zip(search_space.values(), self._sizes, strict=True)
         )
+        self._conditions = _index_conditions(search_space)
         self.policy = AttentionPolicy(
             self._sizes, dim=embedding_dim, rng=self.rng, learning_rate=learning_rate
         )
@@ -176,18 +187,25 @@ class ReinforceSearch(SearchAlgorithm):
     # -- sampling --------------------------------------------------------------------------
 
     def _decode(self, indices: list[int]) -> Config:
-        return {
-            name: _value(domain, k, size, self.rng)
-            for (name, domain), k, size in zip(
-                self.search_space.items(), indices, self._sizes, strict=True
-            )
-        }
+        """The configuration of category indices (inactive parameters left out)."""
+        space = self.search_space
+        flat: Config = {}
+        for (name, domain), k, size in zip(space.items(), indices, self._sizes, strict=True):
+            if space.is_active(name, flat):
+                flat[name] = _value(domain, k, size, self.rng)
+        return space.nest(flat)
 
     def _encode(self, config: Config) -> list[int]:
+        """Category indices of a configuration, ``-1`` for an inactive parameter."""
+        flat = self.search_space.flatten(config)
         return [
-            _index(domain, config[name], size)
+            _index(domain, flat[name], size) if name in flat else -1
             for (name, domain), size in zip(self.search_space.items(), self._sizes, strict=True)
         ]
+
+    def _active(self, d: int, prefix: list[int]) -> bool:
+        """Whether flat parameter ``d`` is active given the category indices before it."""
+        return all(prefix[parent] in allowed for parent, allowed in self._conditions[d])
 
     def probabilities(self, config: Config) -> float:
         """The probability that the policy picks the slices (or values) of ``config``."""
@@ -256,11 +274,14 @@ class ReinforceSearch(SearchAlgorithm):
             matching = [(i, s) for i, s in matching if i[d] == k]
         return self._decode(prefix)
 
-    def _draw_redrawing(self) -> Config:
+    def _draw_redrawing(self) -> Config | None:
         """A draw from the policy, redrawn while it repeats one proposed before (numeric axes
-        make repeats rare, so this ends at once)."""
+        make repeats rare, so this ends at once); None once a finite space is used up."""
+        if len(self._seen) >= self.search_space.size:
+            return None
+        active = self._active if self.search_space.conditional else None
         for _ in range(_MAX_REDRAWS):
-            config = self._decode(self.policy.sample(self.rng))
+            config = self._decode(self.policy.sample(self.rng, active))
             if canonical(config) not in self._seen:
                 return config
         return self.search_space.sample(self.rng)
@@ -351,13 +372,33 @@ class ReinforceSearch(SearchAlgorithm):
         self._design = [[int(k) for k in i] for i in state.get("design", [])]
 
 
-def _categories(domain: Domain, bins: int) -> int:
-    """How many categories the policy uses for a domain: its values, or ``bins`` slices."""
+def _categories(domain: Domain, bins: int, *, exact: bool = False) -> int:
+    """How many categories the policy uses for a domain: its values, or ``bins`` slices
+    (``exact``: one per value, for a parameter a condition reads)."""
     if isinstance(domain, Choice):
         return len(domain.values)
-    if isinstance(domain, IntRange) and domain.size <= bins:
+    if isinstance(domain, IntRange) and (domain.size <= bins or exact):
         return int(domain.size)
     return bins
+
+
+def _index_conditions(space: SearchSpace) -> list[list[tuple[int, set[int]]]]:
+    """For each flat parameter, its conditions as (parent position, category indices the
+    parent may take); a parent's categories are its values (see :func:`_categories`)."""
+    position = {name: d for d, name in enumerate(space)}
+    out: list[list[tuple[int, set[int]]]] = []
+    for param in space.params:
+        conditions = []
+        for parent, values in param.when:
+            domain = space[parent]
+            allowed = {
+                i
+                for i, value in enumerate(domain.grid(int(domain.size)))
+                if any(Choice((value,)).contains(v) for v in values)
+            }
+            conditions.append((position[parent], allowed))
+        out.append(conditions)
+    return out
 
 
 def _latin_design(sizes: list[int], n: int, rng: np.random.Generator) -> list[list[int]]:

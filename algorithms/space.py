@@ -1,8 +1,20 @@
-"""Typed search spaces: the domains hyper-parameters are drawn from.
+"""Typed search spaces: which hyper-parameters a configuration holds, and their domains.
 
-A :class:`SearchSpace` maps names to domains. Domains are frozen dataclasses that know how to
-sample themselves from a ``numpy.random.Generator``, test membership, list a grid and map to and
-from the unit interval (which model-based strategies use).
+A :class:`SearchSpace` maps names to domains (:mod:`ultron.algorithms.domains`). Two entries
+make it conditional:
+
+- :class:`Conditional` wraps an entry that exists only when other parameters take given
+  values (SGD's momentum only under ``optimizer: sgd``);
+- :class:`Repeated` is a list of ``low`` to ``high`` sub-configurations drawn from the same
+  domains (a network of 1 to 4 layers, each with its own width).
+
+A configuration holds exactly its *active* parameters: an inactive one is absent, and a list
+is a list of dicts, ``{"layers": [{"width": 64}, {"width": 32}]}``, its length the count.
+Strategies work on the *flat* view: the space is a mapping over flat names in an order where
+every parameter comes after those its activity depends on: a list's count under the list's
+name (``layers``), its elements as ``layers.0.width``, ``layers.1.width`` ... (element ``i``
+active when the count is above ``i``). :meth:`SearchSpace.flatten` and
+:meth:`SearchSpace.nest` convert; :meth:`SearchSpace.project` drops what is inactive.
 
 Example:
     >>> import numpy as np
@@ -10,6 +22,15 @@ Example:
     >>> config = space.sample(np.random.default_rng(0))
     >>> space.contains(config)
     True
+    >>> tree = SearchSpace({
+    ...     "optimizer": Choice(("adam", "sgd")),
+    ...     "momentum": Conditional(Uniform(0.0, 0.99), when={"optimizer": "sgd"}),
+    ...     "layers": Repeated(1, 2, {"width": IntRange(16, 256)}),
+    ... })
+    >>> tree.project({"optimizer": "adam", "momentum": 0.9, "layers": [{"width": 32}]})
+    {'optimizer': 'adam', 'layers': [{'width': 32}]}
+    >>> list(tree)
+    ['optimizer', 'momentum', 'layers', 'layers.0.width', 'layers.1.width']
 """
 
 from __future__ import annotations
@@ -18,14 +39,38 @@ import itertools
 import json
 import math
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 
-__all__ = ["Choice", "Domain", "IntRange", "LogUniform", "SearchSpace", "Uniform", "canonical"]
+from ultron.algorithms.domains import (
+    Choice,
+    Domain,
+    IntRange,
+    LogUniform,
+    Uniform,
+    same_value,
+)
+
+__all__ = [
+    "Choice",
+    "Conditional",
+    "Domain",
+    "IntRange",
+    "LogUniform",
+    "Repeated",
+    "SearchSpace",
+    "Uniform",
+    "canonical",
+    "condition_cycle",
+]
 
 Config = dict[str, Any]
+When = tuple[tuple[str, tuple[Any, ...]], ...]
+"""A condition: every ``(parent, values)`` pair must hold (the parent active, its value one of
+``values``)."""
 
 
 def canonical(config: Mapping[str, Any]) -> str:
@@ -43,194 +88,328 @@ def _plain(value: Any) -> Any:
     return value
 
 
-@dataclass(frozen=True)
-class Uniform:
-    """A float drawn uniformly from ``[low, high]``."""
-
-    low: float
-    high: float
-
-    def sample(self, rng: np.random.Generator) -> float:
-        return float(rng.uniform(self.low, self.high))
-
-    def contains(self, value: Any) -> bool:
-        return _is_number(value) and self.low <= float(value) <= self.high
-
-    def grid(self, points: int) -> list[Any]:
-        return [float(v) for v in np.linspace(self.low, self.high, points)]
-
-    def to_unit(self, value: Any) -> float:
-        return (float(value) - self.low) / (self.high - self.low)
-
-    def from_unit(self, u: float) -> float:
-        return float(self.low + min(max(u, 0.0), 1.0) * (self.high - self.low))
-
-    @property
-    def size(self) -> float:
-        return math.inf
+def _as_when(when: Mapping[str, Any]) -> When:
+    """``{"optimizer": "sgd"}`` or ``{"optimizer": ["sgd", "rmsprop"]}`` as a :data:`When`."""
+    return tuple(
+        (str(name), tuple(values) if isinstance(values, list | tuple) else (values,))
+        for name, values in when.items()
+    )
 
 
 @dataclass(frozen=True)
-class LogUniform:
-    """A positive float whose logarithm is uniform on ``[log low, log high]``."""
-
-    low: float
-    high: float
-
-    def sample(self, rng: np.random.Generator) -> float:
-        return float(math.exp(rng.uniform(math.log(self.low), math.log(self.high))))
-
-    def contains(self, value: Any) -> bool:
-        return _is_number(value) and self.low <= float(value) <= self.high
-
-    def grid(self, points: int) -> list[Any]:
-        return [float(v) for v in np.geomspace(self.low, self.high, points)]
-
-    def to_unit(self, value: Any) -> float:
-        span = math.log(self.high) - math.log(self.low)
-        return (math.log(float(value)) - math.log(self.low)) / span
-
-    def from_unit(self, u: float) -> float:
-        span = math.log(self.high) - math.log(self.low)
-        value = math.exp(math.log(self.low) + min(max(u, 0.0), 1.0) * span)
-        return float(min(max(value, self.low), self.high))
-
-    @property
-    def size(self) -> float:
-        return math.inf
-
-
-@dataclass(frozen=True)
-class IntRange:
-    """An integer from ``low`` to ``high`` inclusive, uniform or log-uniform."""
+class Repeated:
+    """A list of ``low`` to ``high`` sub-configurations, each drawn from the domains ``each``."""
 
     low: int
     high: int
-    log: bool = False
+    each: Mapping[str, Domain]
 
-    def sample(self, rng: np.random.Generator) -> int:
-        if self.log:
-            return self.from_unit(float(rng.uniform()))
-        return int(rng.integers(self.low, self.high + 1))
-
-    def contains(self, value: Any) -> bool:
-        return (
-            _is_number(value) and float(value) == int(value) and self.low <= int(value) <= self.high
-        )
-
-    def grid(self, points: int) -> list[Any]:
-        if self.high - self.low + 1 <= points:
-            return list(range(self.low, self.high + 1))
-        space = np.geomspace if self.log else np.linspace
-        return sorted({round(v) for v in space(self.low, self.high, points)})
-
-    def to_unit(self, value: Any) -> float:
-        if self.log:
-            span = math.log(self.high + 0.5) - math.log(self.low - 0.5 if self.low > 1 else 0.5)
-            return (math.log(int(value)) - math.log(max(self.low - 0.5, 0.5))) / span
-        return (int(value) - self.low + 0.5) / (self.high - self.low + 1)
-
-    def from_unit(self, u: float) -> int:
-        u = min(max(u, 0.0), 1.0)
-        if self.log:
-            lo, hi = math.log(max(self.low - 0.5, 0.5)), math.log(self.high + 0.5)
-            value = round(math.exp(lo + u * (hi - lo)))
-        else:
-            value = self.low + math.floor(u * (self.high - self.low + 1))
-        return int(min(max(value, self.low), self.high))
-
-    @property
-    def size(self) -> float:
-        return float(self.high - self.low + 1)
+    def __post_init__(self) -> None:
+        if not 0 <= self.low <= self.high:
+            raise ValueError(
+                f"a list's count is [{self.low}, {self.high}]; it needs 0 <= low <= high"
+            )
+        if not self.each:
+            raise ValueError("a list needs at least one parameter in each")
 
 
 @dataclass(frozen=True)
-class Choice:
-    """One of a fixed list of values (numbers, strings, booleans)."""
+class Conditional:
+    """An entry that exists only when ``when`` holds: ``{parent: value or [values]}``, all of
+    them (a parent that is itself inactive makes the entry inactive too)."""
 
-    values: tuple[Any, ...]
-
-    def sample(self, rng: np.random.Generator) -> Any:
-        return self.values[int(rng.integers(len(self.values)))]
-
-    def contains(self, value: Any) -> bool:
-        return any(_same(value, v) for v in self.values)
-
-    def grid(self, points: int) -> list[Any]:
-        return list(self.values)
-
-    def index(self, value: Any) -> int:
-        return next(i for i, v in enumerate(self.values) if _same(value, v))
-
-    def to_unit(self, value: Any) -> float:
-        return (self.index(value) + 0.5) / len(self.values)
-
-    def from_unit(self, u: float) -> Any:
-        i = math.floor(min(max(u, 0.0), 1.0) * len(self.values))
-        return self.values[min(i, len(self.values) - 1)]
+    entry: Domain | Repeated
+    when: Mapping[str, Any] = field(default_factory=dict)
 
     @property
-    def size(self) -> float:
-        return float(len(self.values))
+    def condition(self) -> When:
+        """The condition as ``(parent, values)`` pairs."""
+        return _as_when(self.when)
 
 
-Domain = Uniform | LogUniform | IntRange | Choice
+@dataclass(frozen=True)
+class Param:
+    """One parameter of the flat view: its name, its domain and when it is active."""
 
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float | np.number) and not isinstance(value, bool)
-
-
-def _same(a: Any, b: Any) -> bool:
-    return (type(a) is type(b) and a == b) or (_is_number(a) and _is_number(b) and a == b)
+    name: str
+    domain: Domain
+    when: When = ()
 
 
 class SearchSpace(Mapping[str, Domain]):
-    """An ordered, immutable mapping of hyper-parameter names to domains."""
+    """An ordered, immutable mapping of flat hyper-parameter names to domains.
 
-    def __init__(self, domains: Mapping[str, Domain]) -> None:
-        self._domains = dict(domains)
+    Args:
+        entries: name -> a domain, a :class:`Repeated` list or a :class:`Conditional` entry.
+
+    Raises:
+        ValueError: a condition names an unknown parameter or one that is not a choice or a
+            list, a value its parent cannot take, or conditions form a cycle.
+    """
+
+    def __init__(self, entries: Mapping[str, Domain | Repeated | Conditional]) -> None:
+        params: list[Param] = []
+        self._lists: dict[str, tuple[str, ...]] = {}
+        for name, entry in entries.items():
+            when: When = ()
+            if isinstance(entry, Conditional):
+                when, entry = entry.condition, entry.entry
+            if isinstance(entry, Repeated):
+                params.append(Param(name, IntRange(entry.low, entry.high), when))
+                self._lists[name] = tuple(entry.each)
+                for i, (sub, domain) in itertools.product(range(entry.high), entry.each.items()):
+                    counts = tuple(range(max(i + 1, entry.low), entry.high + 1))
+                    params.append(Param(f"{name}.{i}.{sub}", domain, ((name, counts),)))
+            else:
+                params.append(Param(name, entry, when))
+        self._params = {p.name: p for p in _ordered(params)}
 
     def __getitem__(self, name: str) -> Domain:
-        return self._domains[name]
+        return self._params[name].domain
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._domains)
+        return iter(self._params)
 
     def __len__(self) -> int:
-        return len(self._domains)
+        return len(self._params)
 
     def __repr__(self) -> str:
-        return f"SearchSpace({self._domains!r})"
-
-    def sample(self, rng: np.random.Generator) -> Config:
-        """Draw one configuration, each hyper-parameter independently."""
-        return {name: domain.sample(rng) for name, domain in self._domains.items()}
-
-    def contains(self, config: Mapping[str, Any]) -> bool:
-        """Whether ``config`` names exactly these hyper-parameters, each inside its domain."""
-        return set(config) == set(self._domains) and all(
-            domain.contains(config[name]) for name, domain in self._domains.items()
-        )
+        return f"SearchSpace({ {n: p.domain for n, p in self._params.items()}!r})"
 
     @property
+    def params(self) -> list[Param]:
+        """The flat parameters, each after those its activity depends on."""
+        return list(self._params.values())
+
+    @property
+    def conditional(self) -> bool:
+        """Whether some parameter is not always active (a condition or a list)."""
+        return any(p.when for p in self._params.values())
+
+    @cached_property
+    def parents(self) -> frozenset[str]:
+        """The parameters some other parameter's activity depends on."""
+        return frozenset(name for p in self._params.values() for name, _ in p.when)
+
+    def is_active(self, name: str, flat: Mapping[str, Any]) -> bool:
+        """Whether ``name`` is active given the flat values of the parameters before it (an
+        absent parent is an inactive one)."""
+        return all(
+            parent in flat and any(same_value(flat[parent], v) for v in values)
+            for parent, values in self._params[name].when
+        )
+
+    def flatten(self, config: Mapping[str, Any]) -> Config:
+        """The flat view of a configuration: a list becomes its count and its elements' values
+        (``layers.0.width``); a flat configuration comes back as it is.
+
+        Raises:
+            ValueError: a list's value is not a list of mappings.
+        """
+        flat: Config = {}
+        for name, value in config.items():
+            if name not in self._lists or not isinstance(value, list | tuple):
+                flat[name] = value
+                continue
+            flat[name] = len(value)
+            for i, element in enumerate(value):
+                if not isinstance(element, Mapping):
+                    raise ValueError(f"{name}[{i}] is {element!r}; it must be a mapping")
+                flat.update({f"{name}.{i}.{sub}": v for sub, v in element.items()})
+        return flat
+
+    def nest(self, flat: Mapping[str, Any]) -> Config:
+        """A configuration from its flat view: each list's elements gathered under its name."""
+        config: Config = {}
+        for name, value in flat.items():
+            head, _, rest = name.partition(".")
+            if head in self._lists and rest:
+                continue
+            if name in self._lists:
+                config[name] = [
+                    {
+                        sub: flat[f"{name}.{i}.{sub}"]
+                        for sub in self._lists[name]
+                        if f"{name}.{i}.{sub}" in flat
+                    }
+                    for i in range(int(value))
+                ]
+            else:
+                config[name] = value
+        return config
+
+    def active(self, config: Mapping[str, Any]) -> list[str]:
+        """The flat names active in ``config`` (present or not), in the space's order."""
+        flat = self.flatten(config)
+        kept: Config = {}
+        names = []
+        for name in self._params:
+            if self.is_active(name, kept):
+                names.append(name)
+                if name in flat:
+                    kept[name] = flat[name]
+        return names
+
+    def project(self, config: Mapping[str, Any]) -> Config:
+        """``config`` without its inactive parameters: what determines its score, whatever an
+        inactive parameter was set to. A name the space does not know is kept (the model may
+        read it)."""
+        flat = self.flatten(config)
+        active = set(self.active(flat))
+        return self.nest({k: v for k, v in flat.items() if k in active or k not in self._params})
+
+    def sample(self, rng: np.random.Generator) -> Config:
+        """Draw one configuration, each active hyper-parameter independently."""
+        flat: Config = {}
+        for name, param in self._params.items():
+            if self.is_active(name, flat):
+                flat[name] = param.domain.sample(rng)
+        return self.nest(flat)
+
+    def contains(self, config: Mapping[str, Any]) -> bool:
+        """Whether ``config`` names exactly its active hyper-parameters, each in its domain."""
+        try:
+            flat = self.flatten(config)
+        except ValueError:
+            return False
+        active = self.active(flat)
+        return set(flat) == set(active) and all(
+            self._params[name].domain.contains(flat[name]) for name in active
+        )
+
+    @cached_property
     def size(self) -> float:
         """The number of distinct configurations (``math.inf`` with a continuous domain)."""
-        return math.prod(domain.size for domain in self._domains.values())
+        if not self.conditional:
+            return math.prod(p.domain.size for p in self._params.values())
+        return self._count(0, {})
+
+    def _count(self, start: int, flat: Config) -> float:
+        total = 1.0
+        params = self.params
+        for i in range(start, len(params)):
+            param = params[i]
+            if not self.is_active(param.name, flat):
+                continue
+            if param.name not in self.parents:
+                total *= param.domain.size
+                continue
+            values = param.domain.grid(int(param.domain.size))
+            return total * sum(self._count(i + 1, {**flat, param.name: v}) for v in values)
+        return total
 
     def grid(self, points: int = 5) -> list[Config]:
-        """The Cartesian grid, with ``points`` values for each continuous domain."""
-        names = list(self._domains)
-        axes = [self._domains[name].grid(points) for name in names]
-        return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*axes)]
+        """Every configuration of the grid, ``points`` values for each continuous domain; a
+        conditional space is expanded branch by branch (momentum only under sgd)."""
+        if not self.conditional:
+            names = list(self._params)
+            axes = [self._params[name].domain.grid(points) for name in names]
+            return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*axes)]
+        return [self.nest(flat) for flat in self._branches(0, {}, points)]
+
+    def _branches(self, start: int, flat: Config, points: int) -> Iterator[Config]:
+        params = self.params
+        for i in range(start, len(params)):
+            param = params[i]
+            if self.is_active(param.name, flat):
+                for value in param.domain.grid(points):
+                    yield from self._branches(i + 1, {**flat, param.name: value}, points)
+                return
+        yield flat
 
     def to_unit(self, config: Mapping[str, Any]) -> list[float]:
         """Map a configuration to a point of the unit cube, one coordinate per name."""
-        return [self._domains[name].to_unit(config[name]) for name in self._domains]
+        self._unconditional("to_unit")
+        return [p.domain.to_unit(config[name]) for name, p in self._params.items()]
 
     def from_unit(self, point: list[float]) -> Config:
         """Map a point of the unit cube back to a configuration."""
+        self._unconditional("from_unit")
         return {
-            name: domain.from_unit(u)
-            for (name, domain), u in zip(self._domains.items(), point, strict=True)
+            name: p.domain.from_unit(u)
+            for (name, p), u in zip(self._params.items(), point, strict=True)
         }
+
+    def _unconditional(self, what: str) -> None:
+        if self.conditional:
+            raise ValueError(f"{what} needs a space without conditions or lists")
+
+
+def _ordered(params: list[Param]) -> list[Param]:
+    """``params`` in the given order, each moved after the parents it depends on.
+
+    Raises:
+        ValueError: an unknown or unfit parent, a value outside it, or a cycle.
+    """
+    by_name: dict[str, Param] = {}
+    for param in params:
+        if param.name in by_name:
+            raise ValueError(f"the parameter name {param.name!r} is used twice")
+        by_name[param.name] = param
+    for param in params:
+        for parent, values in param.when:
+            _check_parent(param.name, by_name.get(parent), parent, values)
+    cycle = condition_cycle({p.name: [parent for parent, _ in p.when] for p in params})
+    if cycle is not None:
+        raise ValueError(f"conditions form a cycle: {' -> '.join(cycle)}")
+    done: dict[str, Param] = {}
+
+    def visit(param: Param) -> None:
+        if param.name not in done:
+            for parent, _ in param.when:
+                visit(by_name[parent])
+            done[param.name] = param
+
+    for param in params:
+        visit(param)
+    return list(done.values())
+
+
+def condition_cycle(parents: Mapping[str, list[str]]) -> list[str] | None:
+    """A cycle among conditions (``["a", "b", "a"]``: a depends on b, b on a), or ``None``.
+
+    Args:
+        parents: each name -> the names its activity depends on (unknown names are ignored).
+
+    Example:
+        >>> condition_cycle({"a": ["b"], "b": ["a"], "c": []})
+        ['a', 'b', 'a']
+    """
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(name: str) -> list[str] | None:
+        if state.get(name) == 1:
+            return [*path[path.index(name) :], name]
+        if state.get(name) == 2 or name not in parents:
+            return None
+        state[name] = 1
+        path.append(name)
+        for parent in parents[name]:
+            found = visit(parent)
+            if found is not None:
+                return found
+        path.pop()
+        state[name] = 2
+        return None
+
+    for name in parents:
+        found = visit(name)
+        if found is not None:
+            return found
+    return None
+
+
+def _check_parent(name: str, parent: Param | None, parent_name: str, values: tuple) -> None:
+    if parent is None:
+        raise ValueError(f"{name}'s condition names {parent_name!r}, which is not a parameter")
+    if not isinstance(parent.domain, Choice | IntRange):
+        raise ValueError(
+            f"{name}'s condition names {parent_name!r}; a condition's parameter must be a choice"
+        )
+    outside = [v for v in values if not parent.domain.contains(v)]
+    if outside or not values:
+        raise ValueError(
+            f"{name}'s condition wants {parent_name} to be {outside or 'nothing'}, "
+            f"which it cannot take"
+        )

@@ -139,6 +139,7 @@ def search_loop(
             data_hash=resources.data.fingerprint() if resources.data is not None else None,
             enabled=spec.cache,
             deterministic=spec.deterministic,
+            space=spec.space,
         ),
         dispatcher=dispatcher,
         store=store,

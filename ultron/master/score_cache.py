@@ -38,10 +38,10 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ultron.algorithms.space import Config, canonical
+from ultron.algorithms.space import Config, SearchSpace, canonical
 from ultron.redis import keys
 
-__all__ = ["ScoreCache", "answer", "clear_cache", "stored_entry"]
+__all__ = ["ScoreCache", "answer", "cache_field", "clear_cache", "stored_entry"]
 
 _DELETE_BATCH = 500
 
@@ -88,6 +88,20 @@ def answer(
     return {**entry, "score": float(metrics[metric])}
 
 
+def cache_field(config: Config, space: SearchSpace | None = None) -> str:
+    """The key of ``config`` in a cache: its canonical text, its inactive parameters (those
+    ``space`` says are inactive) left out, so they never make two keys of one computation.
+
+    Example:
+        >>> from ultron.algorithms.space import Choice, Conditional, SearchSpace, Uniform
+        >>> space = SearchSpace({"opt": Choice(("adam", "sgd")),
+        ...                      "momentum": Conditional(Uniform(0, 1), when={"opt": "sgd"})})
+        >>> cache_field({"opt": "adam", "momentum": 0.9}, space)
+        '{"opt":"adam"}'
+    """
+    return canonical(space.project(config) if space is not None else config)
+
+
 def stored_entry(entry: Mapping[str, Any], *, metric: str) -> dict[str, Any]:
     """``entry`` as a cache keeps it: its metrics hold ``metric``, the score's name.
 
@@ -124,6 +138,9 @@ class ScoreCache:
         enabled: ``JobSpec.cache``; when ``False`` only the job's own trials are answered.
         deterministic: ``JobSpec.deterministic``: scores of trials run with the frameworks'
             deterministic settings answer only jobs that ask for them, and only those.
+        space: the job's search space (``JobSpec.space``): a configuration is keyed by its
+            active parameters only, so an inactive one (momentum under Adam) never splits
+            the same computation in two. ``None``: keyed as given.
         namespace: key prefix.
     """
 
@@ -139,9 +156,11 @@ class ScoreCache:
         data_hash: str | None = None,
         enabled: bool = True,
         deterministic: bool = False,
+        space: SearchSpace | None = None,
         namespace: str = keys.NAMESPACE,
     ) -> None:
         self.client = client
+        self.space = space
         self.metric = metric
         self.enabled = enabled
         self.key = keys.score_cache(
@@ -171,7 +190,7 @@ class ScoreCache:
             )
         if not configs:
             return []
-        raw = self.client.hmget(self.key, [canonical(c) for c in configs])
+        raw = self.client.hmget(self.key, [self.field(c) for c in configs])
         return [
             answer(
                 json.loads(value) if value is not None else None,
@@ -186,7 +205,11 @@ class ScoreCache:
     def put(self, config: Config, entry: dict[str, Any]) -> None:
         """Cache ``entry`` (score, metrics, where it came from) for ``config``."""
         entry = stored_entry(entry, metric=self.metric)
-        self.client.hset(self.key, canonical(config), json.dumps(entry))
+        self.client.hset(self.key, self.field(config), json.dumps(entry))
+
+    def field(self, config: Config) -> str:
+        """The hash field of ``config`` (see :func:`cache_field`)."""
+        return cache_field(config, self.space)
 
     def __len__(self) -> int:
         return int(self.client.hlen(self.key))

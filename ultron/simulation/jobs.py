@@ -38,13 +38,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ultron.algorithms.base import Direction, HPOAlgorithm
-from ultron.algorithms.space import Config, canonical
+from ultron.algorithms.space import Config, SearchSpace
 from ultron.algorithms.stoppers.base import Decision, Stopper
 from ultron.master.early_stopping import StopperDriver
 from ultron.master.job_state import JobState
 from ultron.master.loops import Master, SearchSettings
 from ultron.master.results import best_trial
-from ultron.master.score_cache import answer, stored_entry
+from ultron.master.score_cache import answer, cache_field, stored_entry
 from ultron.simulation.benchmark import Benchmark, LearningCurve, SimulatedClock
 from ultron.trial_records import TrialRequest, TrialResult, TrialStatus
 
@@ -79,11 +79,15 @@ class MemoryCache:
     Args:
         metric: the objective metric; an entry answers only when its metrics hold it.
         enabled: when ``False``, only an entry of the very trial asked for answers.
+        space: the search space; a configuration is keyed by its active parameters only.
     """
 
-    def __init__(self, *, metric: str = _METRIC, enabled: bool = True) -> None:
+    def __init__(
+        self, *, metric: str = _METRIC, enabled: bool = True, space: SearchSpace | None = None
+    ) -> None:
         self.metric = metric
         self.enabled = enabled
+        self.space = space
         self.entries: dict[str, dict[str, Any]] = {}
 
     def get_many(
@@ -91,7 +95,7 @@ class MemoryCache:
     ) -> list[dict[str, Any] | None]:
         return [
             answer(
-                self.entries.get(canonical(c)),
+                self.entries.get(self._field(c)),
                 metric=self.metric,
                 enabled=self.enabled,
                 job_id=job_id,
@@ -101,7 +105,10 @@ class MemoryCache:
         ]
 
     def put(self, config: Config, entry: dict[str, Any]) -> None:
-        self.entries[canonical(config)] = stored_entry(entry, metric=self.metric)
+        self.entries[self._field(config)] = stored_entry(entry, metric=self.metric)
+
+    def _field(self, config: Config) -> str:
+        return cache_field(config, self.space)
 
 
 @dataclass

@@ -33,6 +33,7 @@ from ultron.paths import check_job_id
 from ultron.spec.archive_rules import ARCHIVE_SUFFIXES
 from ultron.spec.budget import MAX_ITERATIONS, Budget
 from ultron.spec.cluster import ClusterSpec, LocalCluster
+from ultron.spec.conditions import check_conditions
 from ultron.spec.paper import PAPER_KEY_NAMES, from_paper
 from ultron.spec.sections import EarlyStopping, Objective, Resources
 from ultron.spec.space import (
@@ -123,8 +124,9 @@ class JobSpec(Strict):
     )
     model: str = Field(description="The model class, as module:Class (e.g. mypkg.train:Model).")
     search_space: dict[str, DomainSpec] = Field(
-        description="Hyper-parameter name -> domain: uniform, loguniform, int or choice (in a "
-        "spec file a bare list [a, b] is a choice).",
+        description="Hyper-parameter name -> domain: uniform, loguniform, int, choice (in a "
+        "spec file a bare list [a, b] is a choice) or list ({count: [1, 4], each: {...}}); "
+        "any entry may hold when: {choice: value} to exist only under that choice.",
         json_schema_extra=_bare_lists_are_choices,
     )
     strategy: StrategyName | UserStrategy = Field(
@@ -332,6 +334,7 @@ class JobSpec(Strict):
                 "the search space must name at least one hyper-parameter",
                 "add an entry such as lr: {type: loguniform, low: 1.0e-4, high: 1.0e-1}",
             )
+        check_conditions(value)
         return value
 
     @field_validator("model")
@@ -438,7 +441,7 @@ class JobSpec(Strict):
     @property
     def space(self) -> SearchSpace:
         """The search space as :mod:`ultron.algorithms.space` domains."""
-        return SearchSpace({name: entry.to_domain() for name, entry in self.search_space.items()})
+        return SearchSpace({name: entry.space_entry() for name, entry in self.search_space.items()})
 
     @property
     def units(self) -> float:

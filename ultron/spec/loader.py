@@ -264,10 +264,14 @@ def _parse_json(text: str, name: str, label: str) -> Any:
 
 def _entry_loc(loc: tuple[str, ...]) -> tuple[tuple[str, ...], str | None]:
     """A search-space or cluster error's location without the union's tag, and the tag:
-    ``search_space.lr.uniform.low`` is ``search_space.lr.low`` to the user, and
-    ``cluster.address.address`` is ``cluster.address``."""
+    ``search_space.lr.uniform.low`` is ``search_space.lr.low`` to the user (and
+    ``search_space.layers.list.each.width.int.low`` is ``search_space.layers.each.width.low``),
+    and ``cluster.address.address`` is ``cluster.address``."""
     if len(loc) > 2 and loc[0] == "search_space" and loc[2] in ENTRY_TYPES:
-        return (*loc[:2], *loc[3:]), loc[2]
+        rest, tag = loc[3:], loc[2]
+        if len(rest) > 2 and rest[0] == "each" and rest[2] in ENTRY_TYPES:
+            rest, tag = (*rest[:2], *rest[3:]), rest[2]
+        return (*loc[:2], *rest), tag
     if len(loc) > 1 and loc[0] == "cluster" and loc[1] in _CLUSTERS:
         return (loc[0], *loc[2:]), loc[1]
     return loc, None
@@ -286,6 +290,8 @@ def _issue(err: Any, names: dict[tuple[str, ...], str], data: dict[str, Any]) ->
         close = difflib.get_close_matches(str(ctx.get("tag")), list(types), n=1)
         fix = f"write {close[0]!r}" if close else f"write one of {expected}"
         return ConfigIssue(f"{field}.type", ctx.get("tag"), f"it must be {expected}", fix)
+    if kind == "ultron_rule" and ctx.get("where"):  # a rule across entries names its place
+        return ConfigIssue(f"{field}.{ctx['where']}", ctx.get("value"), ctx["rule"], ctx["fix"])
     if kind == "ultron_rule":
         return ConfigIssue(field, err["input"], ctx["rule"], ctx["fix"])
     if kind == "extra_forbidden":

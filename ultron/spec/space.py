@@ -1,9 +1,13 @@
 """The search space's entries, and the rules every number in a spec keeps.
 
-A search-space entry is ``{type, low, high}`` (uniform, loguniform, int) or a choice of
-values (a bare list ``[a, b, c]`` is one). Every number in a spec must be finite: pydantic's
-float fields refuse ``.inf``/``.nan`` (YAML) and ``Infinity``/``NaN`` (JSON) through
-:class:`Strict`, and free-form values (a choice's values, options) are searched with
+A search-space entry is ``{type, low, high}`` (uniform, loguniform, int), a choice of
+values (a bare list ``[a, b, c]`` is one) or a list of sub-spaces (``{count: [1, 4], each:
+{...}}``, :class:`ListSpec`); any of them may exist only under a condition (``when:
+{optimizer: sgd}``, checked across entries by :mod:`ultron.spec.conditions`).
+
+Every number in a spec must be finite: pydantic's float fields refuse ``.inf``/``.nan``
+(YAML) and ``Infinity``/``NaN`` (JSON) through :class:`Strict`, and free-form values (a
+choice's values, options) are searched with
 :func:`non_finite`. An error made by :func:`rule_error` carries its own fix, which
 :mod:`ultron.spec.loader` prints under the field's name.
 
@@ -24,13 +28,22 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from ultron.algorithms.space import Choice, Domain, IntRange, LogUniform, Uniform
+from ultron.algorithms.space import (
+    Choice,
+    Conditional,
+    Domain,
+    IntRange,
+    LogUniform,
+    Repeated,
+    Uniform,
+)
 
 __all__ = [
     "ENTRY_TYPES",
     "ChoiceSpec",
     "DomainSpec",
     "IntSpec",
+    "ListSpec",
     "LogUniformSpec",
     "Strict",
     "UniformSpec",
@@ -42,11 +55,22 @@ __all__ = [
 ]
 
 _INT_LIMIT = 2**53
+MAX_LIST_LENGTH = 64
+"""The most elements a list entry's count may allow (each is a parameter of the flat space)."""
 
 
-def rule_error(rule: str, fix: str) -> PydanticCustomError:
-    """A validation error that carries its own fix, read back by ``ultron.spec.loader``."""
-    return PydanticCustomError("ultron_rule", "{rule}", {"rule": rule, "fix": fix})
+def rule_error(
+    rule: str, fix: str, *, where: str | None = None, value: Any = None
+) -> PydanticCustomError:
+    """A validation error that carries its own fix, read back by ``ultron.spec.loader``.
+
+    ``where``: a dotted path below the field being validated (``momentum.when.optimizer``
+    under ``search_space``), with the ``value`` found there, for a rule that spans entries.
+    """
+    context: dict[str, Any] = {"rule": rule, "fix": fix}
+    if where is not None:
+        context.update(where=where, value=value)
+    return PydanticCustomError("ultron_rule", "{rule}", context)
 
 
 def non_finite(value: Any, path: str = "") -> str | None:
@@ -116,11 +140,47 @@ def _without_legacy(data: Any) -> Any:
     return {k: v for k, v in data.items() if k not in unused}
 
 
+def _check_when(value: dict[str, Any] | None) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    if not value:
+        raise rule_error(
+            "when needs at least one parameter: value pair",
+            "write e.g. when: {optimizer: sgd}, or remove when",
+        )
+    for name, wanted in value.items():
+        options = wanted if isinstance(wanted, list) else [wanted]
+        if not options or any(isinstance(v, list | dict) or v is None for v in options):
+            raise rule_error(
+                f"when.{name} must be one value or a list of values of {name}",
+                f"write when: {{{name}: value}} or when: {{{name}: [value1, value2]}}",
+            )
+    return value
+
+
 class _Entry(Strict):
-    """What every search-space entry has: its ``type``, the tag that tells them apart."""
+    """What every search-space entry has: its ``type``, the tag that tells them apart, and an
+    optional condition."""
+
+    when: dict[str, Any] | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        description="Exists only when these parameters take these values, e.g. {optimizer: "
+        "sgd} or {optimizer: [sgd, rmsprop]} (each a choice of the space); absent otherwise.",
+    )
+
+    _valid_when = field_validator("when")(_check_when)
 
     def to_domain(self) -> Domain:  # pragma: no cover - every entry overrides it
         raise NotImplementedError
+
+    def _bare(self) -> Domain | Repeated:
+        return self.to_domain()
+
+    def space_entry(self) -> Domain | Repeated | Conditional:
+        """What :class:`ultron.algorithms.space.SearchSpace` takes for this entry."""
+        bare = self._bare()
+        return Conditional(bare, when=self.when) if self.when else bare
 
 
 class _Bounded(_Entry):
@@ -236,26 +296,107 @@ class ChoiceSpec(_Entry):
         return Choice(tuple(self.values))
 
 
+PlainSpec = Annotated[
+    UniformSpec | LogUniformSpec | IntSpec | ChoiceSpec, Field(discriminator="type")
+]
+"""One entry of a list's ``each``: a uniform, loguniform, int or choice entry."""
+
+
+def as_entry(value: Any) -> Any:
+    """A bare list (or tuple) means a choice, a mapping with ``each`` but no ``type`` a list;
+    anything else is left for validation."""
+    if isinstance(value, list | tuple):
+        return {"type": "choice", "values": list(value)}
+    if isinstance(value, dict) and "type" not in value and "each" in value:
+        return {"type": "list", **value}
+    return value
+
+
+class ListSpec(_Entry):
+    """A list of ``count`` sub-configurations, each drawn from the entries of ``each`` (a
+    network of 1 to 4 layers, each with its own width). The model gets a list of dicts."""
+
+    type: Literal["list"] = Field(description="list: a variable-length list of sub-spaces.")
+    count: list[int] = Field(
+        min_length=2,
+        max_length=2,
+        description=f"[fewest, most] elements, e.g. [1, 4] (a single n: exactly n); at most "
+        f"{MAX_LIST_LENGTH}.",
+    )
+    each: dict[str, PlainSpec] = Field(
+        description="Name -> entry of every element: uniform, loguniform, int or choice (a bare "
+        "list is a choice)."
+    )
+
+    @field_validator("count", mode="before")
+    @classmethod
+    def _count_bounds(cls, value: Any) -> Any:
+        value = [value, value] if isinstance(value, int) and not isinstance(value, bool) else value
+        fix = "write count: [fewest, most], e.g. [1, 4], with whole numbers"
+        if not isinstance(value, list) or len(value) != 2:
+            raise rule_error("count must be [fewest, most] or a whole number", fix)
+        if any(isinstance(v, bool) or not isinstance(v, int) for v in value):
+            raise rule_error("count's bounds must be whole numbers", fix)
+        low, high = value
+        if not 0 <= low <= high:
+            raise rule_error(f"count must have 0 <= fewest ({low}) <= most ({high})", fix)
+        if high > MAX_LIST_LENGTH:
+            raise rule_error(
+                f"count's most ({high}) must be at most {MAX_LIST_LENGTH}",
+                f"lower the most to {MAX_LIST_LENGTH} or less",
+            )
+        return value
+
+    @field_validator("each", mode="before")
+    @classmethod
+    def _each_entries(cls, value: Any) -> Any:
+        if not isinstance(value, dict):
+            return value
+        if not value:
+            raise rule_error(
+                "each needs at least one entry", "add one, e.g. each: {width: [32, 64]}"
+            )
+        for name, entry in value.items():
+            if isinstance(entry, dict) and "when" in entry:
+                raise rule_error(
+                    "an element's entries cannot be conditional",
+                    "remove when there (a condition may sit on the list itself)",
+                    where=f"{name}.when",
+                    value=entry["when"],
+                )
+            if isinstance(entry, dict) and ("each" in entry or entry.get("type") == "list"):
+                raise rule_error(
+                    "lists cannot nest: an element's entry must be uniform, loguniform, int or "
+                    "choice",
+                    "flatten it into the list's own entries",
+                    where=name,
+                    value=entry,
+                )
+        return {name: as_entry(entry) for name, entry in value.items()}
+
+    def to_domain(self) -> Domain:
+        """The domain of the count (the list's length)."""
+        return IntRange(self.count[0], self.count[1])
+
+    def _bare(self) -> Domain | Repeated:
+        each = {name: entry.to_domain() for name, entry in self.each.items()}
+        return Repeated(self.count[0], self.count[1], each)
+
+
 ENTRY_TYPES: dict[str, type[_Entry]] = {
     "uniform": UniformSpec,
     "loguniform": LogUniformSpec,
     "int": IntSpec,
     "choice": ChoiceSpec,
+    "list": ListSpec,
 }
 """The entry model of each ``type`` (the discriminator)."""
 
 DomainSpec = Annotated[
-    UniformSpec | LogUniformSpec | IntSpec | ChoiceSpec, Field(discriminator="type")
+    UniformSpec | LogUniformSpec | IntSpec | ChoiceSpec | ListSpec, Field(discriminator="type")
 ]
 """One search-space entry: a union of typed entries told apart by ``type`` (so a form shows
 the fields of the type picked)."""
-
-
-def as_entry(value: Any) -> Any:
-    """A bare list (or tuple) means a choice; anything else is left for validation."""
-    if isinstance(value, list | tuple):
-        return {"type": "choice", "values": list(value)}
-    return value
 
 
 _ADAPTER: TypeAdapter[Any] = TypeAdapter(DomainSpec)
