@@ -13,12 +13,22 @@ from ultron.algorithms.optuna_sampler import (
 from ultron.algorithms.random_search import RandomSearch
 from ultron.algorithms.registry import BUILTIN_STRATEGIES, is_builtin, resolve_strategy
 from ultron.algorithms.reinforce import ReinforceSearch
-from ultron.algorithms.space import Choice, IntRange, LogUniform, SearchSpace, Uniform, canonical
+from ultron.algorithms.space import (
+    Choice,
+    Conditional,
+    IntRange,
+    LogUniform,
+    Repeated,
+    SearchSpace,
+    Uniform,
+    canonical,
+)
 
 __all__ = [
     "BUILTIN_STRATEGIES",
     "Choice",
     "CmaEsSearch",
+    "Conditional",
     "Direction",
     "GPSearch",
     "GridSearch",
@@ -30,6 +40,7 @@ __all__ = [
     "RandomSearch",
     "RegularizedEvolution",
     "ReinforceSearch",
+    "Repeated",
     "SearchAlgorithm",
     "SearchSpace",
     "TPESearch",

@@ -300,7 +300,8 @@ class SearchSpace(Mapping[str, Domain]):
 
     def grid(self, points: int = 5) -> list[Config]:
         """Every configuration of the grid, ``points`` values for each continuous domain; a
-        conditional space is expanded branch by branch (momentum only under sgd)."""
+        conditional space is expanded branch by branch (momentum only under sgd), every list
+        length included."""
         if not self.conditional:
             names = list(self._params)
             axes = [self._params[name].domain.grid(points) for name in names]
@@ -312,7 +313,9 @@ class SearchSpace(Mapping[str, Domain]):
         for i in range(start, len(params)):
             param = params[i]
             if self.is_active(param.name, flat):
-                for value in param.domain.grid(points):
+                # A parameter others depend on (a choice, a list's count) takes every value.
+                every = param.name in self.parents
+                for value in param.domain.grid(int(param.domain.size) if every else points):
                     yield from self._branches(i + 1, {**flat, param.name: value}, points)
                 return
         yield flat

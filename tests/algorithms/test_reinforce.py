@@ -28,13 +28,18 @@ def _objective(
     return total
 
 
-def test_the_hand_written_gradient_matches_finite_differences() -> None:
+@pytest.mark.parametrize(
+    "batch",
+    [[[0, 1, 1], [2, 3, 0]], [[0, -1, 1], [2, 3, 0]]],
+    ids=["all-active", "one-inactive"],  # -1: a choice a condition switched off
+)
+def test_the_hand_written_gradient_matches_finite_differences(batch: list[list[int]]) -> None:
     rng = np.random.default_rng(0)
     policy = AttentionPolicy([3, 4, 2], dim=5, rng=rng, learning_rate=0.1)
     for d, size in enumerate(policy.sizes):  # leave the all-zero start, where most grads vanish
         policy.params["out"][d] = rng.normal(0.0, 1.0, (size, 5))
         policy.params["bias"][d] = rng.normal(0.0, 1.0, size)
-    batch, weights, beta = [[0, 1, 1], [2, 3, 0]], [0.7, -1.3], 0.3
+    weights, beta = [0.7, -1.3], 0.3
     grads, _ = policy.gradient(batch, weights, beta)
     for name in ("wk", "wv", "null"):
         param, grad = policy.params[name], grads[name]

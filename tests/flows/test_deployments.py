@@ -71,7 +71,7 @@ def test_the_registered_parameter_schema_is_the_typed_spec(prefect_server) -> No
     entry = fields["search_space"]["additionalProperties"]["anyOf"][0]
     assert entry["discriminator"]["propertyName"] == "type"
     kinds = {_resolve(schema, e)["properties"]["type"]["const"] for e in entry["oneOf"]}
-    assert kinds == {"uniform", "loguniform", "int", "choice"}
+    assert kinds == {"uniform", "loguniform", "int", "choice", "list"}
     int_entry = schema["definitions"]["IntSpec"]["properties"]
     assert int_entry["low"]["type"] == "integer" and int_entry["log"]["default"] is False
 

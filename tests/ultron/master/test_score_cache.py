@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 import redis
 
-from ultron.algorithms import Choice, Direction, GridSearch, SearchSpace
+from ultron.algorithms import Choice, Direction, GridSearch, IntRange, SearchSpace, Uniform
+from ultron.algorithms.space import Conditional, Repeated
 from ultron.master.interfaces import Cache
 from ultron.master.job_state import JobState
 from ultron.master.loops import Master, SearchSettings
@@ -81,6 +82,36 @@ def test_same_computation_is_answered_with_the_metric_of_the_job(make_cache: Cac
     hit = _ask(make_cache("a"), {"layers": 2, "lr": 0.1})  # key order does not matter
     assert hit is not None and hit["score"] == 1.0 and hit["metrics"] == {"a": 1.0, "b": 2.0}
     assert _ask(make_cache("a"), {"layers": 3, "lr": 0.1}) is None
+
+
+def test_the_same_active_configuration_is_answered_whatever_its_inactive_parameters(
+    redis_client: redis.Redis, namespace: str
+) -> None:
+    """Momentum under Adam is inactive: it never splits one computation into two keys."""
+    space = SearchSpace(
+        {
+            "optimizer": Choice(("adam", "sgd")),
+            "momentum": Conditional(Uniform(0.0, 0.99), when={"optimizer": "sgd"}),
+            "layers": Repeated(1, 4, {"width": IntRange(16, 256)}),
+        }
+    )
+    adam = {"optimizer": "adam", "layers": [{"width": 64}, {"width": 32}]}
+    sgd = {"optimizer": "sgd", "momentum": 0.9, "layers": [{"width": 64}]}
+    caches: list[Cache] = [
+        ScoreCache(redis_client, **SAME, metric="a", space=space, namespace=namespace),
+        MemoryCache(metric="a", space=space),
+    ]
+    for cache in caches:
+        cache.put({**adam, "momentum": 0.5}, _entry(1.0, {"a": 1.0}))
+        cache.put(sgd, _entry(2.0, {"a": 2.0}))
+        for momentum in (None, 0.1, 0.9):  # absent, or any value: the same computation
+            asked = adam if momentum is None else {**adam, "momentum": momentum}
+            hit = _ask(cache, asked)
+            assert hit is not None and hit["score"] == 1.0
+        hit = _ask(cache, {**sgd, "momentum": 0.9})
+        assert hit is not None and hit["score"] == 2.0
+        assert _ask(cache, {**sgd, "momentum": 0.8}) is None  # active: another computation
+        assert _ask(cache, {**adam, "layers": [{"width": 64}]}) is None  # one layer fewer
 
 
 def test_another_metric_held_by_the_entry_is_answered_with_its_own_value(
