@@ -134,6 +134,11 @@ def check_no_foreign_results(url: str, job_id: str) -> None:
     raise SpecError([ConfigIssue("job_id", job_id, rule, fix)], source="job")
 
 
+def _cell(value: Any) -> Any:
+    """A leaderboard cell: a list of layers (a variable-length space) as JSON, not repr."""
+    return json.dumps(value, sort_keys=True) if isinstance(value, list | dict) else value
+
+
 def _leaderboard_csv(board: Sequence[TrialResult], metric: str) -> str:
     names = sorted({k for t in board for k in t.hyperparameters})
     out = io.StringIO()
@@ -141,7 +146,7 @@ def _leaderboard_csv(board: Sequence[TrialResult], metric: str) -> str:
     writer.writerow(["rank", "trial_id", metric, "status", *names])
     for rank, t in enumerate(board, 1):
         writer.writerow(
-            [rank, t.trial_id, t.score, t.status, *(t.hyperparameters.get(n) for n in names)]
+            [rank, t.trial_id, t.score, t.status, *(_cell(t.hyperparameters.get(n)) for n in names)]
         )
     return out.getvalue()
 

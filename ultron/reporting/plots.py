@@ -177,17 +177,26 @@ def learning_curves(curves: Mapping[str, Sequence[Mapping[str, Any]]], metric: s
 def score_vs_hyperparameters(
     configs: Sequence[Mapping[str, Any]], scores: Sequence[float], metric: str
 ) -> bytes:
-    """The score against each hyper-parameter (one panel each; choices as categories)."""
+    """The score against each hyper-parameter (one panel each; choices as categories). A
+    parameter absent from a configuration (inactive in a conditional space) leaves that trial
+    out of its panel; a list is plotted by its length."""
     plt = _pyplot()
     names = sorted({name for config in configs for name in config})
     columns = min(3, max(1, len(names)))
     rows = max(1, math.ceil(len(names) / columns))
     fig, axes = plt.subplots(rows, columns, figsize=(4.0 * columns, 3.2 * rows), squeeze=False)
     for ax, name in zip(axes.flat, names, strict=False):
-        values = [config.get(name) for config in configs]
+        held = [
+            (config[name], score)
+            for config, score in zip(configs, scores, strict=True)
+            if name in config
+        ]
+        values = [len(v) if isinstance(v, list) else v for v, _ in held]
+        lengths = any(isinstance(v, list) for v, _ in held)
+        panel_scores = [score for _, score in held]
         numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
         if numeric:
-            ax.scatter(values, scores, s=18)
+            ax.scatter(values, panel_scores, s=18)
             if all(isinstance(v, int) for v in values):
                 ax.xaxis.get_major_locator().set_params(integer=True)
             positive = [float(v) for v in values if v is not None and float(v) > 0]
@@ -195,9 +204,9 @@ def score_vs_hyperparameters(
                 ax.set_xscale("log")
         else:
             labels = sorted({str(v) for v in values})
-            ax.scatter([labels.index(str(v)) for v in values], scores, s=18)
+            ax.scatter([labels.index(str(v)) for v in values], panel_scores, s=18)
             ax.set_xticks(range(len(labels)), labels)
-        ax.set_xlabel(name)
+        ax.set_xlabel(f"{name} (length)" if lengths else name)
         ax.set_ylabel(metric)
         ax.grid(True, alpha=0.3)
     for ax in list(axes.flat)[len(names) :]:

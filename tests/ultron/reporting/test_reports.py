@@ -126,3 +126,17 @@ def test_missing_matplotlib_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     with pytest.raises(ReportingUnavailable, match=r"ultron-automl\[report\]"):
         require_matplotlib()
+
+
+def test_the_score_plot_takes_a_conditional_space() -> None:
+    """Momentum absent under Adam leaves that trial out of momentum's panel; a list of layers
+    is plotted by its length."""
+    from ultron.reporting.plots import score_vs_hyperparameters
+
+    configs = [
+        {"optimizer": "adam", "layers": [{"width": 32}]},
+        {"optimizer": "sgd", "momentum": 0.9, "layers": [{"width": 32}, {"width": 64}]},
+        {"optimizer": "sgd", "momentum": 0.5, "layers": [{"width": 16}]},
+    ]
+    png = score_vs_hyperparameters(configs, [0.3, 0.2, 0.4], "loss")
+    assert png.startswith(b"\x89PNG")

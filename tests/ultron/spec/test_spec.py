@@ -143,7 +143,7 @@ def test_every_mistake_gives_one_error_all_at_once(tmp_path: Path) -> None:
         ("{type: int, low: 1.5, high: 4}", "whole numbers"),
         ("{type: choice, values: []}", "at least one value"),
         ("{type: uniform, low: 1}", "both low and high"),
-        ("{type: normal, low: 0, high: 1}", "'uniform', 'loguniform', 'int' or 'choice'"),
+        ("{type: normal, low: 0, high: 1}", "'uniform', 'loguniform', 'int', 'choice' or 'list'"),
     ],
 )
 def test_bad_search_space_entries(tmp_path: Path, entry: str, words: str) -> None:

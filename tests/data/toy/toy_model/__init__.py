@@ -37,6 +37,21 @@ class Quadratic:
         return loss
 
 
+class Layered:
+    """A network of ``layers`` (a list of dicts with a width), trained with ``optimizer``:
+    refuses a configuration that holds an inactive parameter or lacks an active one."""
+
+    def score(self, hyperparameters: dict, checkpoint_path: str, resume: bool) -> float:
+        _record(hyperparameters)
+        sgd = hyperparameters["optimizer"] == "sgd"
+        if ("momentum" in hyperparameters) != sgd:
+            raise ValueError(f"momentum must come with sgd and only then: {hyperparameters}")
+        widths = [layer["width"] for layer in hyperparameters["layers"]]
+        if any(set(layer) != {"width"} for layer in hyperparameters["layers"]):
+            raise ValueError(f"a layer holds more than its width: {hyperparameters}")
+        return sum(abs(w - 64) for w in widths) / 64 + (1 - hyperparameters.get("momentum", 0))
+
+
 class Behaves:
     """Does what ``hyperparameters["behaviour"]`` says: ok, raise, nan, exit, exit_once (exits
     in its first attempt only), hang, no_metric."""
