@@ -196,8 +196,9 @@ class ReinforceSearch(SearchAlgorithm):
         return space.nest(flat)
 
     def _encode(self, config: Config) -> list[int]:
-        """Category indices of a configuration, ``-1`` for an inactive parameter."""
-        flat = self.search_space.flatten(config)
+        """Category indices of a configuration, ``-1`` for an inactive parameter (one the
+        configuration holds anyway, told by a user's code, is ignored)."""
+        flat = self.search_space.flatten(self.search_space.project(config))
         return [
             _index(domain, flat[name], size) if name in flat else -1
             for (name, domain), size in zip(self.search_space.items(), self._sizes, strict=True)
