@@ -60,6 +60,7 @@ __all__ = [
     "Domain",
     "IntRange",
     "LogUniform",
+    "Param",
     "Repeated",
     "SearchSpace",
     "Uniform",
