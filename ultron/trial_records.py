@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field, fields
+import os
+from dataclasses import asdict, dataclass, field, fields, replace
 from enum import StrEnum
 from typing import Any
 
@@ -95,6 +96,38 @@ class TrialRequest(_Serial):
     # A fractional resources.gpu: the share of its GPU's memory the trial process may hold
     # (ultron.worker.gpu_memory); None for whole GPUs or none.
     gpu_memory_fraction: float | None = None
+    # Population-based training's exploit: before this attempt the worker replaces the trial's
+    # checkpoints with the newest one of trial ``exploit_from`` (its folder on this machine,
+    # else its committed checkpoints in the store).
+    exploit_from: str | None = None
+    exploit_checkpoint_path: str | None = None
+    exploit_checkpoint_url: str | None = None
+
+    def exploiting(self, source: str) -> TrialRequest:
+        """This attempt, restarting from trial ``source``'s newest checkpoint (PBT's exploit).
+
+        The source's checkpoint folders lie beside this trial's: the dispatcher names them
+        by trial id under the job's scratch folder and its storage.
+
+        Example:
+            >>> request = TrialRequest("j", "0002", {}, "m:M", "python", "loss", 0,
+            ...                        "/s/checkpoints/0002", "/s/logs/t.log", "redis://",
+            ...                        checkpoint_url="file:///r/j/checkpoints/0002")
+            >>> moved = request.exploiting("0001")
+            >>> moved.exploit_checkpoint_path, moved.exploit_checkpoint_url
+            ('/s/checkpoints/0001', 'file:///r/j/checkpoints/0001')
+        """
+        path = os.path.join(os.path.dirname(self.checkpoint_path), source)
+        url = None
+        if self.checkpoint_url is not None:
+            url = f"{self.checkpoint_url.rsplit('/', 1)[0]}/{source}"
+        return replace(
+            self,
+            resume=True,
+            exploit_from=source,
+            exploit_checkpoint_path=path,
+            exploit_checkpoint_url=url,
+        )
 
 
 @dataclass(frozen=True)
@@ -118,6 +151,9 @@ class TrialResult(_Serial):
     log_tail: list[str] | None = None
     # What the table records differently from what score returned (a NaN extra as null).
     notes: list[str] = field(default_factory=list)
+    # Population-based training: each exploit step (the trial it copied, at which step, its
+    # configuration before and after), oldest first; empty for every other trial.
+    lineage: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrialResult:

@@ -5,11 +5,13 @@ from ultron.algorithms.stoppers.base import Command, Decision, Stopper, TrialId,
 from ultron.algorithms.stoppers.budgets import Bracket, Rung, asha_rungs, hyperband_brackets
 from ultron.algorithms.stoppers.hyperband import Hyperband
 from ultron.algorithms.stoppers.median import MedianStopping
+from ultron.algorithms.stoppers.pbt import PBT
 from ultron.algorithms.stoppers.pop import POP
 from ultron.algorithms.stoppers.successive_halving import SuccessiveHalvingBracket
 
 __all__ = [
     "ASHA",
+    "PBT",
     "POP",
     "AshaMode",
     "Bracket",

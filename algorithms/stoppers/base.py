@@ -4,7 +4,8 @@ Order of calls, made by the master and nobody else (steps count from 1; a step i
 resource, usually an epoch):
 
 1. ``on_trial_start(trial_id)`` when a new trial is about to start; returns its
-   :class:`TrialPlan` (the Hyperband bracket it belongs to and its rung resources).
+   :class:`TrialPlan` (the Hyperband bracket it belongs to and its rung resources). Then
+   ``on_trial_config(trial_id, config)`` with its configuration.
 2. ``on_report(trial_id, step, value)`` for every ``ultron.report`` of the trial, with steps
    strictly increasing for a trial, across suspensions too. It returns a :class:`Decision`:
 
@@ -16,9 +17,11 @@ resource, usually an epoch):
 3. ``poll(free_slots=k, can_start_new=...)`` whenever workers are free (and after decisions):
    returns :class:`Command` s for suspended trials: ``RESUME`` (restart it with ``resume=True``
    from its checkpoint, on one of the ``k`` free slots; its next report is the step after the
-   last one) or ``STOP`` (it is over, its checkpoint may go). The master starts new trials on the
-   slots left over. ``can_start_new=False`` says the strategy or budget has nothing new to start,
-   so waiting brackets must make do with the trials they have.
+   last one) or ``STOP`` (it is over, its checkpoint may go). A ``RESUME`` may carry another
+   configuration and a ``source`` trial whose checkpoint it restarts from (PBT's exploit).
+   The master starts new trials on the slots left over. ``can_start_new=False`` says the
+   strategy or budget has nothing new to start, so waiting brackets must make do with the
+   trials they have.
 4. ``on_trial_complete(trial_id)`` when a trial ended, whatever the reason (finished its epochs,
    failed, stopped). Never called for a suspended trial until it is resumed or stopped.
 
@@ -62,10 +65,20 @@ class Decision(StrEnum):
 
 @dataclass(frozen=True)
 class Command:
-    """A decision about a suspended trial, returned by :meth:`Stopper.poll`."""
+    """A decision about a suspended trial, returned by :meth:`Stopper.poll`.
+
+    Attributes:
+        trial_id: the suspended trial.
+        decision: ``RESUME`` or ``STOP``.
+        config: with ``RESUME``, the configuration it goes on with (``None``: its own).
+        source: with ``RESUME``, the trial whose newest checkpoint replaces its own before it
+            goes on (population-based training's exploit); ``None``: its own checkpoint.
+    """
 
     trial_id: TrialId
     decision: Decision
+    config: dict[str, Any] | None = None
+    source: TrialId | None = None
 
 
 @dataclass(frozen=True)
@@ -114,6 +127,10 @@ class Stopper(ABC):
         """Register a new trial; returns its plan."""
         return TrialPlan(bracket=0, rungs=(), max_resource=self.max_resource)
 
+    def on_trial_config(self, trial_id: TrialId, config: dict[str, Any]) -> None:
+        """The configuration a new trial starts with (after :meth:`on_trial_start`); only a
+        stopper that changes configurations (PBT) keeps it."""
+
     @abstractmethod
     def on_report(self, trial_id: TrialId, step: int, value: float) -> Decision:
         """Judge one report of a running trial."""
@@ -128,6 +145,12 @@ class Stopper(ABC):
     def set_slots(self, slots: int) -> None:
         """The job's parallelism changed (``ultron scale``): ``slots`` trials may run at once
         from now on. Only a stopper that sizes its decisions by the workers (POP) uses it."""
+
+    def lineage(self, trial_id: TrialId) -> list[dict[str, Any]]:
+        """The exploit steps of a trial, oldest first (PBT; none for other stoppers): each
+        ``step``, ``from`` (the trial it copied), ``value``, ``from_value``,
+        ``config_before`` and ``config_after``."""
+        return []
 
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to continue exactly, as JSON-compatible data."""

@@ -104,9 +104,17 @@ class StopperDriver:
                 self._decided[trial_id] = decision
                 self._flag(trial_id, json.dumps({"decision": str(decision), "at": time.time()}))
 
-    def start_trial(self, trial_id: str) -> None:
+    def start_trial(self, trial_id: str, config: dict[str, Any] | None = None) -> None:
+        """A new trial starts, with ``config`` (what a stopper that explores perturbs)."""
         with self._lock:
             self.stopper.on_trial_start(trial_id)
+            if config is not None:
+                self.stopper.on_trial_config(trial_id, config)
+
+    def lineage(self, trial_id: str) -> list[dict[str, Any]]:
+        """The trial's exploit steps (population-based training), oldest first."""
+        with self._lock:
+            return self.stopper.lineage(trial_id)
 
     def resume_trial(self, trial_id: str) -> None:
         """A suspended trial runs again: clear its decision and its stop flag."""

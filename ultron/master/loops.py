@@ -173,9 +173,15 @@ class Master:
         self._to_start.clear()
 
     def _judge(self, result: TrialResult) -> TrialResult | None:
-        """Apply early stopping to a returned trial: stopped, suspended (None) or as it is."""
+        """Apply early stopping to a returned trial: stopped, suspended (None) or as it is.
+
+        A trial that took other trials' checkpoints (population-based training) carries its
+        lineage in its row."""
         if self.driver is None:
             return result
+        lineage = self.driver.lineage(result.trial_id)
+        if lineage:
+            result = replace(result, lineage=lineage)
         if not result.status.ok:
             self.driver.complete(result.trial_id)
             return result
@@ -227,7 +233,8 @@ class Master:
             # Asked to stop: its score may be of a model cut short, so never a full score
             # (nor one for the cache).
             result = replace(result, status=TrialStatus.STOPPED)
-        if result.status is TrialStatus.COMPLETED:
+        if result.status is TrialStatus.COMPLETED and not result.lineage:
+            # An exploited trial's score is its schedule's, not its last configuration's.
             self.cache.put(
                 result.hyperparameters,
                 {
@@ -242,7 +249,8 @@ class Master:
         if result.status is TrialStatus.FAILED:
             logger.warning("trial %s failed: %s", result.trial_id, result.error)
         done = [result]
-        for trial_id, config in self._waiting.pop(canonical(result.hyperparameters), []):
+        twins = [] if result.lineage else self._waiting.pop(canonical(result.hyperparameters), [])
+        for trial_id, config in twins:
             done.append(
                 _cached(trial_id, config, result.score, result.metrics)
                 if result.status is TrialStatus.COMPLETED
@@ -364,11 +372,13 @@ class Master:
                 continue
             if command.decision is Decision.RESUME:
                 self.driver.resume_trial(last.trial_id)
-                self._to_start.append(
-                    self.dispatcher.request(
-                        last.trial_id, last.hyperparameters, attempt=last.attempts + 1, resume=True
-                    )
+                config = last.hyperparameters if command.config is None else command.config
+                request = self.dispatcher.request(
+                    last.trial_id, config, attempt=last.attempts + 1, resume=True
                 )
+                if command.source is not None:  # PBT's exploit: from the source's checkpoint
+                    request = request.exploiting(str(command.source))
+                self._to_start.append(request)
             else:
                 self.driver.complete(last.trial_id)
                 stopped.append(replace(last, status=TrialStatus.STOPPED))
@@ -428,7 +438,7 @@ class Master:
                     self.dispatcher.request(trial_id, config, attempt=attempt, resume=True)
                 )
                 if self.driver is not None:
-                    self.driver.start_trial(trial_id)
+                    self.driver.start_trial(trial_id, config)
         while True:
             self.check()
             ending = self.watch.check_time()
@@ -463,7 +473,7 @@ class Master:
                 else:
                     pending[trial_id] = config
                     if self.driver is not None:
-                        self.driver.start_trial(trial_id)
+                        self.driver.start_trial(trial_id, config)
             launching = bool(self._to_start)
             self._start_launched()
             if launching:  # one write: the running record, and what a restart must not

@@ -31,6 +31,7 @@ _STOPPERS = {
     "hyperband": "ultron.algorithms.stoppers.hyperband:Hyperband",
     "median": "ultron.algorithms.stoppers.median:MedianStopping",
     "pop": "ultron.algorithms.stoppers.pop:POP",
+    "pbt": "ultron.algorithms.stoppers.pbt:PBT",
 }
 
 
@@ -182,6 +183,8 @@ def _stopper_kwargs(spec: JobSpec, stopping: EarlyStopping) -> dict[str, Any]:
         kwargs["reduction_factor"] = stopping.reduction_factor
     if stopping.type == "pop":
         kwargs.update(slots=spec.parallelism, seed=spec.seed)
+    if stopping.type == "pbt":
+        kwargs.update(population=spec.parallelism, search_space=spec.space, seed=spec.seed)
     return {**kwargs, **stopping.options}
 
 

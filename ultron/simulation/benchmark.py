@@ -29,7 +29,10 @@ class Benchmark(Protocol):
     """A problem whose every configuration's learning curve is known (table or surrogate).
 
     The simulator asks for a trial's curve once, when the trial first starts; a suspended trial
-    resumes on the same curve.
+    resumes on the same curve. A benchmark that population-based training runs on also has
+    ``continue_curve(prefix, config) -> LearningCurve``: the whole curve of a trial that has
+    another trial's state after ``len(prefix.values)`` steps (``prefix`` is that trial's curve
+    so far) and goes on with ``config``; its first values are ``prefix``'s.
     """
 
     search_space: SearchSpace

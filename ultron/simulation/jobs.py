@@ -173,10 +173,28 @@ class SimulatedDispatcher:
     def start(self, *requests: TrialRequest) -> None:
         for request in requests:
             trial_id = request.trial_id
+            if request.exploit_from is not None:
+                self._exploit(request)
             if trial_id not in self._curves:
                 self._curves[trial_id] = self.benchmark.learning_curve(request.hyperparameters)
             self._running[trial_id] = _Running(request, self._curves[trial_id], self.clock.now)
             self._schedule(trial_id)
+
+    def _exploit(self, request: TrialRequest) -> None:
+        """PBT's exploit: the trial takes its source's state (its curve so far, its step) and
+        goes on under its new configuration, as the benchmark's ``continue_curve`` says."""
+        continue_curve = getattr(self.benchmark, "continue_curve", None)
+        if continue_curve is None:
+            raise TypeError(
+                f"{type(self.benchmark).__name__} has no continue_curve(prefix, config): it "
+                "cannot simulate population-based training's exploit"
+            )
+        source = str(request.exploit_from)
+        done = self.progress.get(source, 0)
+        curve = self._curves[source]
+        prefix = LearningCurve(curve.values[:done], curve.durations[:done])
+        self._curves[request.trial_id] = continue_curve(prefix, request.hyperparameters)
+        self.progress[request.trial_id] = done
 
     def _schedule(self, trial_id: str) -> None:
         running = self._running[trial_id]

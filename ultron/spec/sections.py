@@ -145,8 +145,10 @@ class EarlyStopping(Strict):
     """Early stopping: a stopper judges the reports of ``ultron.report`` and stops (or suspends)
     trials that do not deserve their full budget. Runs with the async loop."""
 
-    type: Literal["asha", "hyperband", "median", "pop"] = Field(
-        description="asha, hyperband (successive-halving brackets), median or pop (HyperDrive)."
+    type: Literal["asha", "hyperband", "median", "pop", "pbt"] = Field(
+        description="asha, hyperband (successive-halving brackets), median, pop (HyperDrive) "
+        "or pbt (population-based training: its options interval, quantile, "
+        "resample_probability)."
     )
     metric: str | None = Field(
         default=None, description="Reported metric to judge; default: the objective's metric."

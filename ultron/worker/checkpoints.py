@@ -11,13 +11,16 @@ summary each one that never reached the store.
 from __future__ import annotations
 
 import logging
+import shutil
 import threading
+from pathlib import Path
 
+from ultron.checkpoints.local import latest_local
 from ultron.trial_records import TrialRequest
-from ultron.worker.checkpoint_store import restore_latest
+from ultron.worker.checkpoint_store import listing, remote_fs, restore_latest
 from ultron.worker.syncer import CheckpointSyncer
 
-__all__ = ["flush_checkpoints", "restore_for", "start_sync"]
+__all__ = ["ExploitError", "exploit_for", "flush_checkpoints", "restore_for", "start_sync"]
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +42,59 @@ def restore_for(request: TrialRequest) -> str | None:
         logger.exception("restoring trial %s's checkpoint failed", request.trial_id)
         return None
     logger.info("trial %s resumes from checkpoint %s", request.trial_id, name)
+    return name
+
+
+class ExploitError(RuntimeError):
+    """Population-based training found no checkpoint of the trial it was to copy."""
+
+
+def exploit_for(request: TrialRequest) -> str | None:
+    """PBT's exploit, before the attempt: the trial's checkpoints become its source's newest.
+
+    The trial's own checkpoints, here and in the store, are removed first (a retry after a
+    crash must never restore the weights it had before the exploit). The source's newest
+    complete checkpoint on this machine is copied; on another machine, its newest committed
+    one is restored from the store.
+
+    Returns:
+        The copied checkpoint's name, or None when the request is no exploit.
+
+    Raises:
+        ExploitError: the source has no checkpoint here nor in the store.
+    """
+    if request.exploit_from is None:
+        return None
+    own = Path(request.checkpoint_path)
+    shutil.rmtree(own, ignore_errors=True)
+    own.mkdir(parents=True, exist_ok=True)
+    if request.checkpoint_url is not None:
+        fs, root = remote_fs(request.checkpoint_url)
+        if listing(fs, root):
+            fs.rm(root, recursive=True)
+    source = (
+        latest_local(request.exploit_checkpoint_path) if request.exploit_checkpoint_path else None
+    )
+    if source is not None:
+        shutil.copytree(source, own / source.name)
+        name: str | None = source.name
+    elif request.exploit_checkpoint_url is not None:
+        name = restore_latest(request.exploit_checkpoint_url, own)
+    else:
+        name = None
+    if name is None:
+        raise ExploitError(
+            f"population-based training: trial {request.trial_id} was to continue from trial "
+            f"{request.exploit_from}'s checkpoint, and that trial saved none. Fix: save a "
+            "checkpoint under checkpoint_path every epoch (ultron.checkpoints.save_torch, or "
+            "new_checkpoint_dir and mark_complete) and load it when resume is true"
+        )
+    logger.info(
+        "trial %s continues from trial %s's checkpoint %s",
+        request.trial_id,
+        request.exploit_from,
+        name,
+    )
     return name
 
 

@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 from ultron.redis import keys
 from ultron.settings import settings
 from ultron.trial_records import TrialRequest, TrialResult, TrialStatus, stored_answer
-from ultron.worker.checkpoints import restore_for, start_sync
+from ultron.worker.checkpoints import ExploitError, exploit_for, restore_for, start_sync
 from ultron.worker.devices import on_claimed_gpus
 from ultron.worker.pool import ProcessDied, WarmProcess, checkin, checkout
 from ultron.worker.trial_log import ship_trial_log
@@ -223,6 +223,14 @@ def run_trial(request_data: dict[str, Any]) -> dict[str, Any]:
         "log_path": request.log_url or request.log_path,
     }
     extra: dict[str, Any]
+    try:
+        exploit_for(request)
+    except ExploitError as exc:  # the model saves no checkpoint: the user's to fix
+        result = TrialResult.from_dict({**base, "status": TrialStatus.FAILED, "error": str(exc)})
+        checkin(process)
+        answer = {**result.to_dict(), "curve": []}
+        _redis(request.redis_url).set(done_key, json.dumps(answer))
+        return answer
     restore_for(request)
     syncer = start_sync(request)
     shipper = ship_trial_log(
