@@ -278,7 +278,7 @@ def explore(
         elif isinstance(domain, Uniform | LogUniform | IntRange):
             factor = factors[int(rng.integers(len(factors)))]
             value = min(max(float(config[name]) * factor, domain.low), domain.high)
-            out[name] = int(round(value)) if isinstance(domain, IntRange) else round(value, 12)
+            out[name] = round(value) if isinstance(domain, IntRange) else round(value, 12)
         elif not isinstance(domain, Choice):
             out[name] = domain.sample(rng)
     return out

@@ -419,16 +419,15 @@ class JobSpec(Strict):
             raise rule_error(
                 "early stopping runs with the async loop", "remove loop: batch, or set loop: async"
             )
-        stopping = self.early_stopping
-        if stopping is not None and stopping.type == "pbt":
-            if self.num_iterations != self.parallelism or self.parallelism < 2:
-                raise rule_error(
-                    f"pbt trains one fixed population of parallelism trials together, so "
-                    f"num_iterations ({self.num_iterations}) must equal parallelism "
-                    f"({self.parallelism}), at least 2",
-                    f"set num_iterations: {max(self.parallelism, 2)} and parallelism: "
-                    f"{max(self.parallelism, 2)} (the population size)",
-                )
+        pbt = self.early_stopping is not None and self.early_stopping.type == "pbt"
+        if pbt and (self.num_iterations != self.parallelism or self.parallelism < 2):
+            raise rule_error(
+                f"pbt trains one fixed population of parallelism trials together, so "
+                f"num_iterations ({self.num_iterations}) must equal parallelism "
+                f"({self.parallelism}), at least 2",
+                f"set num_iterations: {max(self.parallelism, 2)} and parallelism: "
+                f"{max(self.parallelism, 2)} (the population size)",
+            )
         return self
 
     @property

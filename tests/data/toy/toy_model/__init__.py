@@ -6,6 +6,7 @@ test can count how often each configuration was really trained.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -274,3 +275,41 @@ class ReadsText:
             seen += len(ids)
             ultron.report(epoch, records=float(seen))
         return float(seen)
+
+
+class Population:
+    """For population-based training: the weights are one number that grows by ``lr`` per
+    epoch, checkpointed after every epoch.
+
+    Every checkpoint it writes is registered by its content's sha256 in the folder named by
+    ``TOY_REGISTRY``; every checkpoint it loads is looked up there and the load logged (with
+    the trial that wrote it), so a test sees that each exploit got a checkpoint some trial
+    wrote and nothing else. The trial's id is its checkpoint folder's name.
+    """
+
+    def score(self, hyperparameters: dict, checkpoint_path: str, resume: bool) -> float:
+        from ultron.checkpoints import latest_local, mark_complete, new_checkpoint_dir
+
+        me, registry = os.path.basename(checkpoint_path), os.environ["TOY_REGISTRY"]
+        weight, start = 0.0, 1
+        latest = latest_local(checkpoint_path) if resume else None
+        if latest is not None:
+            data = (latest / "state.json").read_bytes()
+            digest = hashlib.sha256(data).hexdigest()
+            state = json.loads(data)
+            known = os.path.exists(os.path.join(registry, digest))
+            _log(event="load", trial=me, writer=state["writer"], epoch=state["epoch"], known=known)
+            if not known:
+                raise RuntimeError(f"checkpoint {latest} was written by no trial")
+            weight, start = state["weight"], state["epoch"] + 1
+        for epoch in range(start, int(hyperparameters["epochs"]) + 1):
+            time.sleep(float(hyperparameters.get("epoch_s", 0.0)))
+            weight += float(hyperparameters["lr"])
+            data = json.dumps({"writer": me, "epoch": epoch, "weight": weight}).encode()
+            folder = new_checkpoint_dir(checkpoint_path, epoch)
+            (folder / "state.json").write_bytes(data)
+            open(os.path.join(registry, hashlib.sha256(data).hexdigest()), "w").close()
+            mark_complete(folder)
+            if not ultron.report(epoch, accuracy=weight):
+                break  # suspended: the checkpoint is saved
+        return weight
