@@ -1,5 +1,6 @@
 """The HTML report of one job: its leaderboard, best configuration, best score so far, learning
-curves (from ``ultron.report``) and the score against each hyper-parameter.
+curves (from ``ultron.report``), the score against each hyper-parameter and, with
+population-based training, each trial's lineage.
 
 Written by ``finalize`` beside the job's result files (``report.html``), and by
 ``ultron report JOB`` for a job that ended before.
@@ -11,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ultron.algorithms.base import Direction
+from ultron.algorithms.space import canonical
 from ultron.master.results import leaderboard
 from ultron.reporting import plots
 from ultron.reporting.files import JobFiles, write_files
@@ -64,12 +66,37 @@ def job_report_html(
     if any(curves.values()):
         page.heading("Learning curves")
         page.image(plots.learning_curves(curves, _curve_metric(curves, metric)), "curves")
+    _lineage(page, ordered)
     if board:
         page.heading("Score against each hyper-parameter")
         configs = [t.hyperparameters for t in board]
         values = [float(t.score or 0.0) for t in board]
         page.image(plots.score_vs_hyperparameters(configs, values, metric), "score vs hp")
     return page.render()
+
+
+def _lineage(page: Page, trials: Sequence[TrialResult]) -> None:
+    """Population-based training: every exploit step, one row each (none: no section)."""
+    rows = [
+        {
+            "trial": t.trial_id,
+            "at step": step["step"],
+            "copied trial": step["from"],
+            "its value": step.get("value"),
+            "copied's value": step.get("from_value"),
+            "config before": canonical(step["config_before"]),
+            "config after": canonical(step["config_after"]),
+        }
+        for t in trials
+        for step in t.lineage
+    ]
+    if rows:
+        page.heading("Lineage (population-based training)")
+        page.paragraph(
+            "Each row is an exploit: the trial took the copied trial's checkpoint and a "
+            "perturbed copy of its configuration, and went on from there."
+        )
+        page.table(rows)
 
 
 def _curve_metric(curves: Mapping[str, Sequence[Mapping[str, Any]]], metric: str) -> str:

@@ -140,3 +140,26 @@ def test_the_score_plot_takes_a_conditional_space() -> None:
     ]
     png = score_vs_hyperparameters(configs, [0.3, 0.2, 0.4], "loss")
     assert png.startswith(b"\x89PNG")
+
+
+def test_job_report_shows_each_exploit_of_population_based_training() -> None:
+    from dataclasses import replace
+
+    from ultron.reporting import job_report_html
+
+    step = {
+        "step": 4,
+        "from": "0002",
+        "value": 0.1,
+        "from_value": 0.7,
+        "config_before": {"lr": 0.001},
+        "config_after": {"lr": 0.012},
+    }
+    trials = [replace(_trial("0001", 0.8, 0.012), lineage=[step]), _trial("0002", 0.7, 0.01)]
+    html = job_report_html("pbt", trials, {}, direction=Direction.MAXIMIZE, metric="accuracy")
+    lineage = html[html.index("Lineage (population-based training)") :]
+    assert "0002" in lineage and "0.012" in lineage and "0.001" in lineage
+    plain = job_report_html(
+        "j", [_trial("0001", 0.8, 0.1)], {}, direction=Direction.MAXIMIZE, metric="a"
+    )
+    assert "Lineage" not in plain
