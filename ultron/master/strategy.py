@@ -106,6 +106,8 @@ def check_options(spec: JobSpec) -> None:
         stopping = spec.early_stopping
         cls = load_object(_STOPPERS[stopping.type])
         _bind(cls, _stopper_kwargs(spec, stopping), stopping.options, spec, stopper=True)
+        if stopping.type == "pbt":  # pure and instant to build: its values are checked too
+            build_stopper(spec)
 
 
 def _bind(

@@ -114,23 +114,3 @@ def test_bad_options_are_refused(options: dict[str, object]) -> None:
     kwargs = {"max_resource": 6, "population": 4, "search_space": SPACE, **options}
     with pytest.raises(ValueError, match=next(iter(options))):
         PBT(**kwargs)  # type: ignore[arg-type]
-
-
-def test_the_spec_refuses_a_population_that_is_not_the_parallelism() -> None:
-    from pathlib import Path
-
-    from ultron.spec.job import JobSpec
-
-    spec = {
-        "code": str(Path(__file__).parents[2] / "data" / "toy"),
-        "model": "toy_model:Population",
-        "search_space": {"lr": [0.1, 1.0]},
-        "num_iterations": 6,
-        "parallelism": 3,
-        "early_stopping": {"type": "pbt", "max_resource": 4},
-    }
-    with pytest.raises(ValueError, match=r"num_iterations \(6\) must equal parallelism \(3\)"):
-        JobSpec.model_validate(spec)
-    with pytest.raises(ValueError, match="async loop"):
-        JobSpec.model_validate({**spec, "num_iterations": 3, "loop": "batch"})
-    assert JobSpec.model_validate({**spec, "num_iterations": 3}).early_stopping is not None
