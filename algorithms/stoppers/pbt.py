@@ -9,10 +9,10 @@ the boundary, the members are ranked by the value they reported there; the botto
 ``quantile`` (at most half) each pick a trial of the top ``quantile`` at random and are resumed
 with a :class:`Command` that names it as ``source`` (the master copies that trial's checkpoint
 into theirs) and carries the explored configuration as ``config``; everyone else is resumed as
-it was. A donor resumes only once each trial that copies it has reported again (and so has
-copied its checkpoint): the checkpoint copied is exactly the donor's at the boundary, never a
-newer one it wrote meanwhile. Ranking at the same step keeps a trial that happens to run late
-from looking worse than it is.
+it was. The exploits come first among the commands, so that each copy is made as the round
+resumes, before the donor, restarted beside it, writes a newer checkpoint (a donor is not held
+back for it: that would leave its slot idle). Ranking at the same step keeps a trial that
+happens to run late from looking worse than it is.
 
 Explore (the paper's "perturb"): a continuous or integer hyper-parameter is multiplied by 0.8
 or 1.2 (``perturbation_factors``) and kept within its bounds; with probability
@@ -31,11 +31,7 @@ Example:
     >>> [pbt.on_report(t, 2, v) for t, v in (("a", 2.0), ("b", 0.8))]
     [<Decision.SUSPEND: 'suspend'>, <Decision.SUSPEND: 'suspend'>]
     >>> [(c.trial_id, c.source) for c in pbt.poll(free_slots=2, can_start_new=False)]
-    [('b', 'a')]
-    >>> pbt.on_report("b", 3, 2.1)  # b has copied a's checkpoint: a goes on
-    <Decision.CONTINUE: 'continue'>
-    >>> [(c.trial_id, c.source) for c in pbt.poll(free_slots=1, can_start_new=False)]
-    [('a', None)]
+    [('b', 'a'), ('a', None)]
     >>> pbt.lineage("b")[0]["from"], pbt.lineage("b")[0]["config_after"]["lr"] in (0.08, 0.12)
     ('a', True)
 """
@@ -128,7 +124,6 @@ class PBT(Stopper):
         self.rng = np.random.default_rng(seed)
         self._members: dict[TrialId, _Member] = {}
         self._ready: list[Command] = []  # decided resumes waiting for a free slot
-        self._held: dict[TrialId, list[TrialId]] = {}  # donor -> trials still to copy it
 
     def on_trial_start(self, trial_id: TrialId) -> Any:
         self._members.setdefault(trial_id, _Member())
@@ -140,7 +135,6 @@ class PBT(Stopper):
     def on_report(self, trial_id: TrialId, step: int, value: float) -> Decision:
         member = self._members.setdefault(trial_id, _Member())
         member.step, member.loss = step, self.loss(value)
-        self._copied(trial_id)
         if step >= self.max_resource:
             member.status = "done"
             return Decision.STOP
@@ -153,20 +147,9 @@ class PBT(Stopper):
         if trial_id in self._members:
             self._members[trial_id].status = "done"
         self._ready = [c for c in self._ready if c.trial_id != trial_id]
-        self._copied(trial_id)
-        self._held.pop(trial_id, None)
-
-    def _copied(self, trial_id: TrialId) -> None:
-        """``trial_id`` has its donor's checkpoint (or never will): the donor may go on."""
-        for donor, waiting in list(self._held.items()):
-            if trial_id in waiting:
-                waiting.remove(trial_id)
-            if not waiting:
-                del self._held[donor]
-                self._ready.append(Command(donor, Decision.RESUME))
 
     def poll(self, *, free_slots: int, can_start_new: bool = True) -> list[Command]:
-        busy = any(m.status == "running" for m in self._members.values()) or self._held
+        busy = any(m.status == "running" for m in self._members.values())
         if not self._ready and not busy:
             self._ready = self._round()
         chosen, self._ready = self._ready[: max(free_slots, 0)], self._ready[max(free_slots, 0) :]
@@ -185,7 +168,6 @@ class PBT(Stopper):
         commands = []
         for t in sorted(bottom, key=str):
             donor = top[int(self.rng.integers(len(top)))]
-            self._held.setdefault(donor, []).append(t)
             member, source = self._members[t], self._members[donor]
             config = explore(
                 source.config,
@@ -206,9 +188,10 @@ class PBT(Stopper):
             )
             member.config = dict(config)
             commands.append(Command(t, Decision.RESUME, config=config, source=donor))
-        held = self._held.keys()
-        commands += [Command(t, Decision.RESUME) for t in sorted(waiting, key=str)]
-        return [c for c in commands if c.source is not None or c.trial_id not in (*bottom, *held)]
+        commands += [
+            Command(t, Decision.RESUME) for t in sorted(waiting, key=str) if t not in bottom
+        ]
+        return commands
 
     def _value(self, loss: float) -> float | None:
         """A loss back as the reported value (``None`` for a failed report)."""
@@ -225,13 +208,7 @@ class PBT(Stopper):
             [t, {**asdict(m), "loss": encode_loss(m.loss)}] for t, m in self._members.items()
         ]
         ready = [[c.trial_id, c.config, c.source] for c in self._ready]
-        held = [[donor, list(waiting)] for donor, waiting in self._held.items()]
-        return {
-            "members": members,
-            "ready": ready,
-            "held": held,
-            "rng": self.rng.bit_generator.state,
-        }
+        return {"members": members, "ready": ready, "rng": self.rng.bit_generator.state}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self._members = {
@@ -242,7 +219,6 @@ class PBT(Stopper):
             Command(t, Decision.RESUME, config=config, source=source)
             for t, config, source in state["ready"]
         ]
-        self._held = {donor: list(waiting) for donor, waiting in state["held"]}
         self.rng.bit_generator.state = state["rng"]
 
 

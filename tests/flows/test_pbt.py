@@ -40,6 +40,7 @@ def test_exploit_copies_a_checkpoint_a_trial_wrote_and_the_rows_keep_the_lineage
         }
     )
     assert result.status == "completed" and len(result.trials) == 2
+    assert result.unsynced_checkpoints == [] and result.warnings == []
     assert all(t.status is TrialStatus.COMPLETED for t in result.trials)
     loads = [json.loads(line) for line in calls.read_text().splitlines()]
     assert loads and all(entry["known"] for entry in loads)  # never a checkpoint no trial wrote

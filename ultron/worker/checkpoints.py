@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ultron.checkpoints.local import latest_local
 from ultron.trial_records import TrialRequest
-from ultron.worker.checkpoint_store import listing, remote_fs, restore_latest
+from ultron.worker.checkpoint_store import committed_names, listing, remote_fs, restore_latest
 from ultron.worker.syncer import CheckpointSyncer
 
 __all__ = ["ExploitError", "exploit_for", "flush_checkpoints", "restore_for", "start_sync"]
@@ -65,6 +65,7 @@ def exploit_for(request: TrialRequest) -> str | None:
     """
     if request.exploit_from is None:
         return None
+    _retire(request.trial_id)
     own = Path(request.checkpoint_path)
     shutil.rmtree(own, ignore_errors=True)
     own.mkdir(parents=True, exist_ok=True)
@@ -98,6 +99,16 @@ def exploit_for(request: TrialRequest) -> str | None:
     return name
 
 
+def _retire(trial_id: str) -> None:
+    """Stop this worker's syncers of the trial's earlier attempts: what they still upload is
+    about to be replaced, and what they would call pending later is another attempt's."""
+    with _lock:
+        old = [s for t, s in _syncers if t == trial_id]
+        _syncers[:] = [(t, s) for t, s in _syncers if t != trial_id]
+    for syncer in old:
+        syncer.stop(timeout_s=5.0)
+
+
 def start_sync(request: TrialRequest) -> CheckpointSyncer | None:
     """Start uploading the attempt's complete checkpoints."""
     if request.checkpoint_url is None:
@@ -126,7 +137,10 @@ def flush_checkpoints(timeout_s: float = 300.0) -> list[dict[str, str]]:
         if syncer.stop(timeout_s=timeout_s):
             continue
         errors = syncer.errors
+        stored = _committed(syncer)
         for name in syncer.pending():
+            if name in stored:  # committed by a later attempt's syncer (a resume elsewhere)
+                continue
             last = next((e for e in reversed(errors) if e.startswith(f"{name}: ")), None)
             missing.append(
                 {
@@ -138,3 +152,12 @@ def flush_checkpoints(timeout_s: float = 300.0) -> list[dict[str, str]]:
                 }
             )
     return missing
+
+
+def _committed(syncer: CheckpointSyncer) -> set[str]:
+    """The checkpoints committed in the syncer's store folder (none when it cannot be read)."""
+    try:
+        fs, root = remote_fs(syncer.remote_url, syncer.storage_options)
+        return set(committed_names(listing(fs, root)))
+    except OSError:  # the store is away: every pending checkpoint is reported as missing
+        return set()

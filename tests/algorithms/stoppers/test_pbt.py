@@ -39,41 +39,42 @@ def test_nothing_is_decided_while_a_member_runs_towards_the_boundary() -> None:
     assert {c.trial_id for c in pbt.poll(free_slots=3, can_start_new=False)} >= {"c"}
 
 
-def test_the_bottom_quantile_copies_the_top_and_donors_wait_for_the_copy() -> None:
+def test_the_bottom_quantile_copies_the_top_and_the_copies_come_first() -> None:
     # Minimizing: a and b are the worst two of eight (quantile 0.25), g and h the best two.
     values = dict(zip("abcdefgh", (9.0, 8.0, 5.0, 5.0, 4.0, 3.0, 1.0, 2.0), strict=True))
     pbt = _population(values, seed=3)
     first = pbt.poll(free_slots=8, can_start_new=False)
+    assert {c.trial_id for c in first} == set("abcdefgh")
+    assert [c.trial_id for c in first[:2]] == ["a", "b"]  # exploits first
     exploits = {c.trial_id: c.source for c in first if c.source is not None}
-    assert set(exploits) == {"a", "b"}
-    assert set(exploits.values()) <= {"g", "h"}
-    resumed = {c.trial_id for c in first}
-    donors = set(exploits.values())
-    assert resumed == set("abcdefgh") - donors  # a donor waits until its copies are made
-    for c in first:
-        if c.source is not None:
-            assert c.config is not None and SPACE.contains(c.config)
-    for t in exploits:
-        pbt.on_report(t, 3, 1.0)
-    assert {c.trial_id for c in pbt.poll(free_slots=8, can_start_new=False)} == donors
+    assert set(exploits) == {"a", "b"} and set(exploits.values()) <= {"g", "h"}
+    for c in first[:2]:
+        assert c.config is not None and SPACE.contains(c.config)
+    assert all(c.config is None for c in first[2:])
     lineage = pbt.lineage("a")
     assert lineage[0]["step"] == 2 and lineage[0]["from"] == exploits["a"]
     assert lineage[0]["value"] == 9.0 and lineage[0]["config_before"]["lr"] == 0.01
+    assert lineage[0]["config_after"] == first[0].config
     assert pbt.lineage("c") == []
 
 
-def test_a_failed_copier_lets_its_donor_go_on() -> None:
-    pbt = _population({"a": 1.0, "b": 2.0}, direction="maximize", seed=0)
-    (command,) = pbt.poll(free_slots=2, can_start_new=False)
-    assert (command.trial_id, command.source) == ("a", "b")
-    pbt.on_trial_complete("a")  # its copy failed: b must not wait forever
-    assert [c.trial_id for c in pbt.poll(free_slots=2, can_start_new=False)] == ["b"]
+def test_a_member_that_ends_early_leaves_the_round_to_the_others() -> None:
+    pbt = PBT(max_resource=6, interval=2, population=3, search_space=SPACE, direction="maximize")
+    for t in "abc":
+        pbt.on_trial_start(t)
+        pbt.on_trial_config(t, {"lr": 0.01, "act": "relu"})
+    pbt.on_report("a", 2, 1.0)
+    pbt.on_report("b", 2, 2.0)
+    assert pbt.poll(free_slots=3, can_start_new=False) == []  # c still runs towards step 2
+    pbt.on_trial_complete("c")  # it failed
+    commands = pbt.poll(free_slots=3, can_start_new=False)
+    assert [(c.trial_id, c.source) for c in commands] == [("a", "b"), ("b", None)]
 
 
 def test_resumes_wait_for_free_slots_and_the_last_step_stops() -> None:
     pbt = _population({"a": 1.0, "b": 2.0, "c": 3.0, "d": 4.0})
     assert len(pbt.poll(free_slots=1, can_start_new=False)) == 1
-    assert len(pbt.poll(free_slots=5, can_start_new=False)) == 2  # one donor waits for its copy
+    assert len(pbt.poll(free_slots=5, can_start_new=False)) == 3
     assert pbt.on_report("a", 6, 0.5) is Decision.STOP
 
 
