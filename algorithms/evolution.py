@@ -31,7 +31,8 @@ class RegularizedEvolution(SearchAlgorithm):
     the best of ``sample_size`` members drawn at random from the population (the tournament).
     Every scored candidate joins the population and, once it is full, the oldest member leaves
     (aging, the "regularization"), whatever its score. Failed trials (nan) join with the worst
-    possible score so that they age out like the others.
+    possible score so that they age out like the others. Members told before any proposal (a
+    warm start's earlier trials) join too and count toward the first population.
 
     Args:
         search_space: the domains.
@@ -83,6 +84,10 @@ class RegularizedEvolution(SearchAlgorithm):
         self.crossover_rate = crossover_rate
         self._population: list[tuple[Config, float]] = []  # oldest first; losses
         self._proposed = 0
+        self._told = 0
+        # Members told before they were proposed (a warm start's earlier trials): they fill
+        # the first population as the random members would.
+        self._prior = 0
 
     def sample_hyperparameter_candidates(self, n: int) -> list[Config]:
         batch: list[Config] = []
@@ -104,7 +109,7 @@ class RegularizedEvolution(SearchAlgorithm):
 
     def _propose(self) -> Config:
         # Random members until the population has filled once (counting outstanding ones).
-        if self._proposed < self.population_size or not self._population:
+        if self._proposed + self._prior < self.population_size or not self._population:
             return self.search_space.sample(self.rng)
         parent = self._tournament()
         if self.crossover_rate > 0 and self.rng.uniform() < self.crossover_rate:
@@ -171,6 +176,8 @@ class RegularizedEvolution(SearchAlgorithm):
     def update_state(
         self, hyperparameter_candidates: Sequence[Config], validation_scores: Sequence[float]
     ) -> None:
+        self._told += len(hyperparameter_candidates)
+        self._prior = max(self._prior, self._told - self._proposed)
         for config, score in zip(hyperparameter_candidates, validation_scores, strict=True):
             loss = math.inf if math.isnan(score) else self.signed(float(score))
             self._population.append((dict(config), loss))
@@ -179,7 +186,13 @@ class RegularizedEvolution(SearchAlgorithm):
 
     def state_dict(self) -> dict[str, Any]:
         population = [[config, _finite(loss)] for config, loss in self._population]
-        return {**super().state_dict(), "population": population, "proposed": self._proposed}
+        return {
+            **super().state_dict(),
+            "population": population,
+            "proposed": self._proposed,
+            "told": self._told,
+            "prior": self._prior,
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
@@ -188,6 +201,8 @@ class RegularizedEvolution(SearchAlgorithm):
             for config, loss in state["population"]
         ]
         self._proposed = int(state["proposed"])
+        self._told = int(state.get("told", self._proposed))  # older states: no prior
+        self._prior = int(state.get("prior", 0))
 
 
 def _reflect(u: float) -> float:

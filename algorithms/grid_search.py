@@ -1,11 +1,16 @@
-"""Grid search: every point of the Cartesian grid, in order, once."""
+"""Grid search: every point of the Cartesian grid, in order, once.
+
+A point the strategy is told before proposing it (a warm start's earlier trial) is skipped:
+its score is known.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ultron.algorithms.base import Direction, SearchAlgorithm
-from ultron.algorithms.space import Config, SearchSpace
+from ultron.algorithms.space import Config, SearchSpace, canonical
 
 __all__ = ["GridSearch"]
 
@@ -40,15 +45,32 @@ class GridSearch(SearchAlgorithm):
             order = self.rng.permutation(len(self._grid))
             self._grid = [self._grid[i] for i in order]
         self._next = 0
+        self._told_ahead: set[int] = set()  # grid indices told before they were proposed
+        self._index: dict[str, int] | None = None
 
     def sample_hyperparameter_candidates(self, n: int) -> list[Config]:
-        batch = self._grid[self._next : self._next + n]
-        self._next += len(batch)
+        batch = []
+        while len(batch) < n and self._next < len(self._grid):
+            if self._next not in self._told_ahead:
+                batch.append(self._grid[self._next])
+            self._next += 1
         return batch
 
+    def update_state(
+        self, hyperparameter_candidates: Sequence[Config], validation_scores: Sequence[float]
+    ) -> None:
+        """Points not proposed yet are skipped: their scores are known (a warm start)."""
+        if self._index is None:
+            self._index = {canonical(point): i for i, point in enumerate(self._grid)}
+        for config in hyperparameter_candidates:
+            i = self._index.get(canonical(config))
+            if i is not None and i >= self._next:
+                self._told_ahead.add(i)
+
     def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "next": self._next}
+        return {**super().state_dict(), "next": self._next, "told": sorted(self._told_ahead)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
         self._next = int(state["next"])
+        self._told_ahead = {int(i) for i in state.get("told", ())}

@@ -25,6 +25,7 @@ from ultron.master.job_state import JobState, JobStatus, JobStore
 from ultron.master.loops import Master, SearchSettings
 from ultron.master.scaler import Scaler
 from ultron.master.score_cache import ScoreCache
+from ultron.master.warm_start import WarmStartPrior, read_prior
 from ultron.paths import job_results_url, scratch_dir
 from ultron.redis.client import connect
 from ultron.redis.keys import tenant_namespace
@@ -47,6 +48,12 @@ def _stopper_driver(
     if state.stopper:
         driver.load_state_dict(state.stopper)
     return driver.start()
+
+
+def _warm_start_prior(spec: JobSpec, client: Any, job_id: str) -> WarmStartPrior | None:
+    if spec.warm_start is None:
+        return None
+    return read_prior(client, spec, job_id)
 
 
 def _check_lease(resources: JobResources, job_id: str) -> None:
@@ -120,6 +127,8 @@ def search_loop(
     driver = _stopper_driver(spec, stopper, client, job_id, state)
     if driver is not None:  # POP's slots: the trials that run now (min_parallelism: fewer)
         driver.set_slots(resources.parallelism)
+    # A warm start's earlier trials, read once: a resumed job has them in its strategy's state.
+    prior = None if state.warm_start is not None else _warm_start_prior(spec, client, job_id)
     master = Master(
         settings=SearchSettings(
             num_iterations=spec.num_iterations,
@@ -151,6 +160,7 @@ def search_loop(
         goals=JobGoals.of(spec),
         grace_s=settings().cancel_grace,
         interrupted={tid: info["hyperparameters"] for tid, info in running_before.items()},
+        prior=prior,
         interrupted_attempts={
             tid: int(info.get("attempt", 1)) for tid, info in running_before.items()
         },

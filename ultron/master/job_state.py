@@ -114,6 +114,8 @@ class JobState:
     # job ended (``ultron.master.goals.JobEnd`` as text; ``None`` while it runs).
     search_seconds: float = 0.0
     end_reason: str | None = None
+    # What a warm start told the strategy (``ultron.master.warm_start``); ``None``: nothing yet.
+    warm_start: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -173,6 +175,7 @@ class JobStore:
             strategy_log=log,
             search_seconds=float(data.get("search_seconds") or 0.0),
             end_reason=data.get("end_reason") or None,
+            warm_start=json.loads(data["warm_start"]) if data.get("warm_start") else None,
         )
 
     def save(
@@ -200,6 +203,8 @@ class JobStore:
             "search_seconds": str(state.search_seconds),
             "end_reason": state.end_reason or "",
         }
+        if state.warm_start is not None:
+            scalars["warm_start"] = json.dumps(state.warm_start)
         if logged is None:
             algorithm = state.algorithm
             scalars["algorithm"] = json.dumps(algorithm) if algorithm is not None else ""

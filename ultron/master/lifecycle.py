@@ -41,6 +41,7 @@ from ultron.master.job_state import JobState, JobStatus, JobStore
 from ultron.master.progress import ProgressEvent, emit
 from ultron.master.results import check_no_foreign_results
 from ultron.master.resume import check_or_store_spec
+from ultron.master.warm_start import check_sources
 from ultron.paths import job_results_url
 from ultron.redis.client import connect
 from ultron.redis.keys import tenant_namespace
@@ -110,6 +111,7 @@ def job_lifecycle(job: JobSpec, job_id: str, *, finalize: Finalize) -> Iterator[
         ) as lease:
             if store.stored_spec() is None and not store.trial_count():
                 check_no_foreign_results(job_results_url(job.storage, job_id), job_id)
+                check_sources(client, job, job_id)  # warm_start names the tenant's own jobs
             check_or_store_spec(store, job, code_hash=code_hash(job.code_path))
             # The job is accepted (`ultron run` prints its header now: a refused run never).
             emit(ProgressEvent(job_id, store.trial_count(), job.num_iterations, running=0))

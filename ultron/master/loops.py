@@ -34,6 +34,7 @@ from ultron.master.goals import EndKind, GoalWatch, JobEnd, JobGoals
 from ultron.master.interfaces import Cache, Dispatcher, Elastic, OnResult, Store
 from ultron.master.job_state import JobState
 from ultron.master.strategy_log import StrategyLog
+from ultron.master.warm_start import WarmStartPrior
 from ultron.trial_records import TrialRequest, TrialResult, TrialStatus
 
 __all__ = ["Master", "SearchSettings"]
@@ -105,6 +106,8 @@ class Master:
     # The attempt each of them was at (1 where not given): a later attempt than the first
     # (a retry, a resume after suspension) must not get the first one's stored answer back.
     interrupted_attempts: dict[str, int] = field(default_factory=dict)
+    # A warm start's earlier trials, told to the strategy before its first proposal.
+    prior: WarmStartPrior | None = None
     _waiting: dict[str, list[tuple[str, Config]]] = field(default_factory=dict)
     _to_start: list[TrialRequest] = field(default_factory=list)
     _suspended: dict[str, TrialResult] = field(default_factory=dict)
@@ -121,8 +124,15 @@ class Master:
 
     def _resume_strategy(self) -> None:
         """Replay the calls logged since the stored snapshot (loaded into the strategy by the
-        caller): the strategy is then as it was at the last commit."""
+        caller): the strategy is then as it was at the last commit. A warm start's prior is
+        told now, once: it is in the checkpoint, with the note in the job's record."""
         self.calls.replay()
+        if self.prior is not None and self.state.warm_start is None:
+            if self.prior.configs:
+                self.calls.update(self.prior.configs, self.prior.scores)
+            self.state.warm_start = self.prior.note()
+            logger.info("%s", self.prior.summary())
+            self._checkpoint()
 
     @property
     def budget_left(self) -> int:

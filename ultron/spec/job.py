@@ -44,6 +44,7 @@ from ultron.spec.space import (
     not_a_bool,
     rule_error,
 )
+from ultron.spec.warm_start import WarmStart
 
 __all__ = [
     "MAX_ITERATIONS",
@@ -225,6 +226,9 @@ class JobSpec(Strict):
     data: DataSpec | None = Field(
         default=None,
         description="Data streamed to every trial by the job's tf.data service (see datamanager).",
+    )
+    warm_start: WarmStart | None = Field(
+        default=None, description="Earlier jobs whose finished trials seed the strategy."
     )
 
     @model_validator(mode="before")
