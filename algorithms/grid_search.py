@@ -49,7 +49,7 @@ class GridSearch(SearchAlgorithm):
         self._index: dict[str, int] | None = None
 
     def sample_hyperparameter_candidates(self, n: int) -> list[Config]:
-        batch = []
+        batch: list[Config] = []
         while len(batch) < n and self._next < len(self._grid):
             if self._next not in self._told_ahead:
                 batch.append(self._grid[self._next])
