@@ -129,6 +129,8 @@ def search_loop(
         driver.set_slots(resources.parallelism)
     # A warm start's earlier trials, read once: a resumed job has them in its strategy's state.
     prior = None if state.warm_start is not None else _warm_start_prior(spec, client, job_id)
+    if prior is not None:  # told by the master before its first proposal
+        logger.info("%s", prior.summary())
     master = Master(
         settings=SearchSettings(
             num_iterations=spec.num_iterations,

@@ -131,7 +131,6 @@ class Master:
             if self.prior.configs:
                 self.calls.update(self.prior.configs, self.prior.scores)
             self.state.warm_start = self.prior.note()
-            logger.info("%s", self.prior.summary())
             self._checkpoint()
 
     @property
