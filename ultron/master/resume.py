@@ -25,9 +25,10 @@ table, scores or checkpoints (the checkpoints live under the job's own prefix,
 
 Everything else is refused: the code base's content, ``model``, ``search_space``,
 ``strategy``, ``strategy_options``, ``objective``, ``seed``, ``loop`` (as it runs: an unset
-loop is ``batch``, or ``async`` with early stopping), ``early_stopping``, ``data``, and
-``storage`` (one job's results in two places could not be told apart). A field that a later
-version of ultron adds is refused too until it is listed here. Fields that the stored spec
+loop is ``batch``, or ``async`` with early stopping), ``early_stopping``, ``data``,
+``warm_start`` (the strategy was told those jobs' trials), and ``storage`` (one job's results
+in two places could not be told apart). A field that a later version of ultron adds is refused
+too until it is listed here. Fields that the stored spec
 lacks (written by an older ultron) count as their defaults.
 
 Example:

@@ -13,7 +13,7 @@ import pytest
 import redis
 
 from ultron.algorithms.base import Direction, SearchAlgorithm
-from ultron.algorithms.space import Config, SearchSpace, Uniform
+from ultron.algorithms.space import Config, SearchSpace, Uniform, canonical
 from ultron.errors import SpecError
 from ultron.master.job_state import JobState, JobStore
 from ultron.master.loops import Master, SearchSettings
@@ -170,19 +170,21 @@ def _run(client: redis.Redis, job_id: str, budget: int, prior: Any) -> tuple[Job
     """One run of the master as search_loop sets it up: state and strategy restored."""
     store = JobStore(client, job_id, namespace=f"test-{job_id}")
     state = store.load() or JobState(job_id)
-    strategy = _Counting(SPACE, seed=1)
+    strategy, cache = _Counting(SPACE, seed=1), MemoryCache()
     if state.algorithm:
         strategy.load_state_dict(state.algorithm)
     master = Master(
         settings=SearchSettings(num_iterations=budget, parallelism=2),
         strategy=strategy,
-        cache=MemoryCache(),
+        cache=cache,
         dispatcher=SimulatedDispatcher(_Line(), SimulatedClock()),
         store=store,
         state=state,
         prior=None if state.warm_start is not None else prior,
     )
     master.run_batch()
+    told = {canonical(c) for c in prior.configs}
+    assert not told & set(cache.entries)  # a prior never answers a trial from the cache
     return store.load() or state, strategy
 
 
