@@ -6,7 +6,8 @@ anything. Their space may differ from the new one; :func:`project` fits each con
 - a value inside its new domain is kept as it is;
 - a number outside a numeric domain is clipped to its bounds (an integer domain rounds first):
   the configuration is *projected*;
-- a hyper-parameter the new space no longer has is left out: *projected* too;
+- a hyper-parameter the new space no longer has, or one inactive there (a conditional space),
+  is left out: *projected* too;
 - a value not among a choice's new values, a non-number in a numeric domain, or a
   hyper-parameter of the new space that the old configuration lacks (its score was measured
   with some value nobody recorded): the configuration is *dropped*.
@@ -57,24 +58,41 @@ class Projection:
 
 
 def project(config: Mapping[str, Any], space: SearchSpace) -> Projection:
-    """``config`` fitted into ``space`` (see the module's docstring for the rules)."""
+    """``config`` fitted into ``space`` (see the module's docstring for the rules).
+
+    In a conditional space only the parameters active in the fitted configuration count: a
+    parameter inactive there is left out, and one that became active (its condition now holds)
+    but has no value drops the configuration. A list is fitted element by element (its
+    length clipped like any integer, the elements past it left out).
+    """
+    try:
+        flat = space.flatten(config)
+    except ValueError as exc:
+        return Projection(None, Fit.DROPPED, str(exc))
     fitted: Config = {}
     changes: list[str] = []
-    for name, domain in space.items():
-        if name not in config:
+    for param in space.params:
+        name = param.name
+        if not space.is_active(name, fitted):
+            continue
+        if name not in flat:
             return Projection(None, Fit.DROPPED, f"it has no value for {name}")
-        value, change = _fit_value(domain, config[name])
+        value, change = _fit_value(param.domain, flat[name])
         if change is None:
-            return Projection(None, Fit.DROPPED, f"{name} {config[name]!r} {_rule(domain)}")
+            return Projection(None, Fit.DROPPED, f"{name} {flat[name]!r} {_rule(param.domain)}")
         fitted[name] = value
         if change:
             changes.append(f"{name} {change}")
-    lost = sorted(set(config) - set(space))
+    lost = sorted(set(flat) - set(space))
+    inactive = sorted(set(flat) & set(space) - set(fitted))
     if lost:
         changes.append(f"left out {', '.join(lost)} (not in this space)")
+    if inactive:
+        changes.append(f"left out {', '.join(inactive)} (inactive here)")
+    nested = space.nest(fitted)
     if not changes:
-        return Projection(fitted, Fit.KEPT)
-    return Projection(fitted, Fit.PROJECTED, "; ".join(changes))
+        return Projection(nested, Fit.KEPT)
+    return Projection(nested, Fit.PROJECTED, "; ".join(changes))
 
 
 def _fit_value(domain: Domain, value: Any) -> tuple[Any, str | None]:

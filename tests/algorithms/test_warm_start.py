@@ -117,3 +117,25 @@ def test_evolution_mutates_the_told_population_at_once() -> None:
     evolution.update_state(prior, [1.0, 2.0, 3.0, 4.0])
     for child in evolution.sample_hyperparameter_candidates(5):
         assert sum(value == 0.5 for value in child.values()) >= 2  # a mutant, not a random draw
+
+
+def test_a_conditional_space_takes_the_active_parameters_of_an_earlier_configuration() -> None:
+    from ultron.algorithms.space import Choice, Conditional, IntRange, Repeated, Uniform
+
+    space = SearchSpace(
+        {
+            "optimizer": Choice(("sgd", "adam")),
+            "momentum": Conditional(Uniform(0.0, 0.9), {"optimizer": "sgd"}),
+            "layers": Repeated(1, 2, {"width": IntRange(8, 64)}),
+        }
+    )
+    adam = project({"optimizer": "adam", "layers": [{"width": 16}]}, space)
+    assert adam.fit == Fit.KEPT and adam.config == {"optimizer": "adam", "layers": [{"width": 16}]}
+    # momentum is inactive under adam: left out; three layers clipped to two.
+    old = {"optimizer": "adam", "momentum": 0.5, "layers": [{"width": 8}] * 2 + [{"width": 99}]}
+    fitted = project(old, space)
+    assert fitted.fit == Fit.PROJECTED and space.contains(fitted.config)
+    assert fitted.config == {"optimizer": "adam", "layers": [{"width": 8}, {"width": 8}]}
+    assert "layers clipped 3 -> 2" in fitted.why and "momentum (inactive here)" in fitted.why
+    # Under sgd momentum is active: a configuration without it cannot be told.
+    assert project({"optimizer": "sgd", "layers": [{"width": 8}]}, space).fit == Fit.DROPPED
