@@ -14,6 +14,7 @@ import redis
 
 import ultron
 import ultron.api
+from ultron.master.overview import find_job
 from ultron.redis import keys
 
 TOY = Path(__file__).parents[1] / "data" / "toy"
@@ -46,8 +47,9 @@ def timed_spec(
 
 
 def done(client: redis.Redis, job_id: str) -> int:
-    """Trials in the job's trial table."""
-    return int(client.hlen(keys.job_trials(job_id)))
+    """Trials in the job's trial table, in its tenant's namespace (0 before the job exists)."""
+    namespace = find_job(client, job_id)
+    return int(client.hlen(keys.job_trials(job_id, namespace=namespace))) if namespace else 0
 
 
 def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = 240.0) -> None:
