@@ -37,7 +37,7 @@ from ultron.redis.client import connect
 from ultron.secrets import install_redaction, reveal
 from ultron.spec.job import JobSpec
 from ultron.spec.loader import load_spec
-from ultron.tasks.acquire_resources import JobResources, acquire_resources
+from ultron.tasks.acquire_resources import acquire_resources
 from ultron.tasks.containerize import containerize
 from ultron.tasks.finalize import finalize
 from ultron.tasks.search_loop import search_loop
@@ -77,7 +77,6 @@ def hpo_job(spec: JobSpec, job_id: str | None = None) -> dict[str, Any] | State:
             run.resources = run.time(
                 "acquire_resources", acquire_resources, job, job_id, run.redis_url, env
             )
-            _log_dashboard(run.resources)
             run.state = run.time(
                 "search_loop",
                 search_loop,
@@ -116,13 +115,6 @@ def fetched(job: JobSpec) -> JobSpec:
     local = fetch_code(str(job.code), home=ultron_home())
     get_run_logger().info("fetched code base %s to %s", job.code, local)
     return job.model_copy(update={"code": local})
-
-
-def _log_dashboard(resources: JobResources) -> None:
-    """The Dask dashboard's address, in the flow run's logs (where users look)."""
-    link = resources.cluster.dashboard_link
-    if link:
-        get_run_logger().info("Dask dashboard: %s", link)
 
 
 def _stable_job_id(name: str) -> str:

@@ -10,14 +10,17 @@ served within a tenant and in turns across tenants (:mod:`ultron.limiter.resourc
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 from dask.utils import parse_bytes
 from prefect import get_run_logger, task
 from prefect.cache_policies import NONE
 
-from ultron.cluster.factory import ClusterHandle, start_cluster
+from ultron.cluster.factory import ClusterHandle, start_cluster, trial_resources
+from ultron.cluster.lazy import LazyCluster
 from ultron.containerize.environment import TrialEnvironment
 from ultron.containerize.image import with_image, worker_paths
 from ultron.datamanager import DataServiceHandle, start_data_service
@@ -52,7 +55,8 @@ def default_max_units() -> int:
 
 @dataclass
 class JobResources:
-    """What a running job holds: its lease, the thread renewing it, and its Dask cluster.
+    """What a running job holds: its lease, the thread renewing it, and its Dask cluster
+    (started at its first use).
 
     Not plain data, on purpose: search_loop submits trials through this Dask client, and
     finalize must release these very objects (the lease is renewed by a thread; the cluster
@@ -63,7 +67,7 @@ class JobResources:
     limiter: ResourceLimiter
     lease: Lease
     keeper: LeaseKeeper
-    cluster: ClusterHandle
+    cluster: LazyCluster
     data: DataServiceHandle | None = None
     # Trials the lease holds units for: ``parallelism``, or fewer with ``min_parallelism``.
     parallelism: int = 1
@@ -79,9 +83,11 @@ class JobResources:
             ``checkpoint``, ``local_path``, ``store_url``, ``error``; see
             :func:`~ultron.worker.checkpoints.flush_checkpoints`), for the job's summary.
         """
-        missing = self._flush_checkpoints()
+        running = self.cluster.settled()  # None: no trial needed one, nothing was started
+        missing = self._flush_checkpoints(running) if running is not None else []
         try:
-            self.cluster.client.run(shutdown_processes)
+            if running is not None:
+                running.client.run(shutdown_processes)
         except Exception:  # a worker already gone: closing the cluster below ends its processes
             logger.warning(
                 "stopping the trial processes failed; closing the cluster anyway", exc_info=True
@@ -93,10 +99,10 @@ class JobResources:
         self.limiter.release(self.keeper.lease)  # as the job last resized it
         return missing
 
-    def _flush_checkpoints(self) -> list[dict[str, str]]:
+    def _flush_checkpoints(self, running: ClusterHandle) -> list[dict[str, str]]:
         timeout_s = settings().checkpoint_flush_s
         try:
-            per_worker = self.cluster.client.run(flush_checkpoints, timeout_s=timeout_s)
+            per_worker = running.client.run(flush_checkpoints, timeout_s=timeout_s)
         except Exception as exc:  # e.g. a worker died: what it held cannot be listed
             logger.warning("flushing the workers' checkpoints failed", exc_info=True)
             return [_unlisted(f"flushing the workers' checkpoints failed: {exc!r}")]
@@ -129,7 +135,9 @@ def acquire_resources(
     spec: JobSpec, job_id: str, redis_url: str, env: TrialEnvironment
 ) -> JobResources:
     """Wait in the limiter's queue (with delayed retries, up to ``acquire_timeout``) for the
-    job's units, then start its Dask workers and a warm trial process on each."""
+    job's units; its Dask workers, with a warm trial process on each, start at the first
+    trial the score cache cannot answer (:class:`~ultron.cluster.lazy.LazyCluster`), a GPU
+    job's at once, in the background."""
     logger = get_run_logger()
     client = connect(redis_url)
     limiter = ResourceLimiter(
@@ -149,7 +157,6 @@ def acquire_resources(
     keeper = LeaseKeeper(limiter, lease).start()
     store = JobStore(client, job_id, namespace=tenant_namespace(spec.tenant))
     store.set_status(JobStatus.RUNNING)  # queued no more: it holds units
-    cluster: ClusterHandle | None = None
     try:
         # min_parallelism: what is free up to parallelism now; the master grows it later.
         keeper.lease, parallelism = fit_parallelism(
@@ -160,21 +167,6 @@ def acquire_resources(
             keeper.lease.units, parallelism, spec.parallelism, limiter.in_use(),
             limiter.max_units,
         )  # fmt: skip
-        # Kubernetes: the workers run the image containerize pushed, with the code inside it.
-        started = spec.model_copy(update={"parallelism": parallelism})
-        cluster = start_cluster(with_image(started, env), job_id)
-        log_dir = str(scratch_dir(job_id) / "logs")
-        memory = parse_bytes(spec.resources.memory) if spec.resources.memory else None
-        python, code_paths = worker_paths(env)
-        cluster.client.run(
-            warm_up,
-            python,
-            code_paths,
-            spec.model,
-            log_dir,
-            memory_limit=memory,  # the trials' own limit, or they would not use these processes
-            gpu_memory_fraction=spec.resources.gpu_memory_fraction,
-        )
         data = None
         if spec.data is not None:
             data = start_data_service(
@@ -187,10 +179,45 @@ def acquire_resources(
             )
             logger.info("data service at %s", data.dispatcher_address)
     except BaseException:
-        if cluster is not None:
-            cluster.close()
         keeper.stop()
         limiter.release(keeper.lease)
         raise
-    logger.info("%s cluster up; dashboard %s", spec.cluster.type, cluster.dashboard_link)
+    cluster = LazyCluster(
+        functools.partial(_start_workers, spec, job_id, env, logger),
+        parallelism=parallelism,
+        resources=trial_resources(spec),
+    )
+    if spec.resources.gpu:
+        # The trial processes import the model and start CUDA (tens of seconds on a fresh
+        # machine) while the master restores its state and makes its first proposals.
+        cluster.start_soon()
     return JobResources(limiter, keeper.lease, keeper, cluster, data, parallelism)
+
+
+def _start_workers(
+    spec: JobSpec, job_id: str, env: TrialEnvironment, logger: Any, parallelism: int
+) -> ClusterHandle:
+    """Start the job's Dask workers for ``parallelism`` trials at once and a warm trial
+    process on each (CUDA started in it for a GPU job); what started is closed on failure."""
+    # Kubernetes: the workers run the image containerize pushed, with the code inside it.
+    started = spec.model_copy(update={"parallelism": parallelism})
+    cluster = start_cluster(with_image(started, env), job_id)
+    try:
+        log_dir = str(scratch_dir(job_id) / "logs")
+        memory = parse_bytes(spec.resources.memory) if spec.resources.memory else None
+        python, code_paths = worker_paths(env)
+        cluster.client.run(
+            warm_up,
+            python,
+            code_paths,
+            spec.model,
+            log_dir,
+            memory_limit=memory,  # the trials' own limit, or they would not use these processes
+            gpu_memory_fraction=spec.resources.gpu_memory_fraction,
+            cuda=bool(spec.resources.gpu),
+        )
+    except BaseException:
+        cluster.close()
+        raise
+    logger.info("%s cluster up; Dask dashboard: %s", spec.cluster.type, cluster.dashboard_link)
+    return cluster

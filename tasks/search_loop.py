@@ -103,7 +103,7 @@ def search_loop(
         strategy.load_state_dict(state.algorithm)
     scratch = scratch_dir(job_id)
     dispatcher = TrialDispatcher(
-        resources.cluster.client,
+        resources.cluster,  # started at the first submit: a trial the cache cannot answer
         store,
         spec=spec,
         env=env,

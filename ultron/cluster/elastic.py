@@ -22,6 +22,7 @@ import logging
 from typing import Any
 
 from ultron.cluster.factory import ClusterHandle, local_worker_count
+from ultron.cluster.lazy import LazyCluster
 from ultron.errors import UltronError
 from ultron.spec.job import JobSpec
 
@@ -64,16 +65,25 @@ class ElasticWorkers:
     """The workers of one job's cluster, sized to its parallelism.
 
     Args:
-        handle: the job's cluster (:func:`~ultron.cluster.factory.start_cluster`).
+        handle: the job's cluster (:func:`~ultron.cluster.factory.start_cluster`), or the
+            :class:`~ultron.cluster.lazy.LazyCluster` that starts it: until it runs, a resize
+            only sets how many workers it starts with.
         spec: the job's spec (backend, per-trial resources).
         job_id: the job; its trials' Dask keys start with ``trial-<job_id>-``.
     """
 
-    def __init__(self, handle: ClusterHandle, spec: JobSpec, job_id: str) -> None:
-        self.handle = handle
+    def __init__(self, handle: ClusterHandle | LazyCluster, spec: JobSpec, job_id: str) -> None:
+        self._source = handle
         self.spec = spec
         self.prefix = f"trial-{job_id}-"
         self._adapted: int | None = None  # kubernetes: the parallelism of the last adapt
+
+    @property
+    def handle(self) -> ClusterHandle:
+        """The running cluster (a lazy one that has not started: one with no workers)."""
+        if isinstance(self._source, LazyCluster):
+            return self._source.running or ClusterHandle(None, None, self._source.resources)
+        return self._source
 
     @property
     def kind(self) -> str:
@@ -83,6 +93,11 @@ class ElasticWorkers:
     def resize(self, parallelism: int) -> None:
         """Ask for workers for ``parallelism`` trials: start the missing ones, retire the idle
         ones above it (the busy ones retire at a later call, once idle)."""
+        if isinstance(self._source, LazyCluster) and not self._source.started:
+            self._source.parallelism = parallelism  # it starts with these, when it starts
+            return
+        if isinstance(self._source, LazyCluster):
+            self._source.settled()  # a start in progress: resize what it started
         cluster = self.handle.cluster
         if cluster is None:  # address: the scheduler's workers are not ours to start or stop
             return

@@ -34,6 +34,7 @@ __all__ = [
     "check_scheduler",
     "start_cluster",
     "stop_warm_workers",
+    "trial_resources",
     "warm_local_workers",
 ]
 
@@ -121,7 +122,7 @@ def start_cluster(spec: JobSpec, job_id: str = "ultron") -> ClusterHandle:
     import dask
 
     dask.config.set({"distributed.scheduler.allowed-failures": 0})
-    resources: dict[str, float] = {"GPU": spec.resources.gpu} if spec.resources.gpu else {}
+    resources = trial_resources(spec)
     address = settings().dask_address
     if address:
         logger.info("using the Dask scheduler at %s (ULTRON_DASK_ADDRESS)", address)
@@ -141,6 +142,11 @@ def start_cluster(spec: JobSpec, job_id: str = "ultron") -> ClusterHandle:
     else:
         cluster = _local_cluster(spec)
     return _client_of(cluster, resources, dashboard_address(spec.cluster))
+
+
+def trial_resources(spec: JobSpec) -> dict[str, float]:
+    """The Dask resources each of ``spec``'s trials asks for: ``{"GPU": gpu}``, or none."""
+    return {"GPU": spec.resources.gpu} if spec.resources.gpu else {}
 
 
 def warm_local_workers(spec: JobSpec) -> None:

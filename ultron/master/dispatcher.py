@@ -10,10 +10,12 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
+from ultron.cluster.lazy import LazyCluster
 from ultron.containerize.environment import TrialEnvironment
 from ultron.containerize.image import worker_paths
 from ultron.master.cancel import CANCEL
@@ -39,7 +41,8 @@ class TrialDispatcher:
     """Submits trials to a Dask client and waits for them one at a time.
 
     Args:
-        client: a ``distributed.Client``.
+        client: a ``distributed.Client``, or the job's
+            :class:`~ultron.cluster.lazy.LazyCluster`, started at the first submit.
         store: the job's store, for the running-trials record.
         spec: the job spec.
         env: the trial environment from ``containerize``.
@@ -61,9 +64,7 @@ class TrialDispatcher:
         resources: dict[str, float] | None = None,
         data: dict[str, Any] | None = None,
     ) -> None:
-        from distributed import as_completed
-
-        self.client = client
+        self._cluster = client
         self.store = store
         self.spec = spec
         self.env = env
@@ -76,13 +77,20 @@ class TrialDispatcher:
         self.results_url = job_results_url(spec.storage, store.job_id)
         # Finished futures only: a trial's answer is read from Redis, where run_trial wrote it
         # before returning (one Redis round trip instead of Dask's gather, ~4 ms, through the
-        # scheduler to the worker). See _outcome.
-        self._done = as_completed([], with_results=False)
+        # scheduler to the worker). See _outcome. Made at the first submit, with the client.
+        self._done: Any = None
         self._pending: dict[str, TrialRequest] = {}
         self._futures: dict[str, Any] = {}
         # Finished futures, released after the next submit (see _release_spent).
         self._spent: list[Any] = []
         self._stopping = False  # the job asked its trials to stop: none is retried
+
+    @property
+    def client(self) -> Any:
+        """The Dask client; the first use of a lazy cluster starts it."""
+        if isinstance(self._cluster, LazyCluster):
+            return self._cluster.client
+        return self._cluster
 
     @property
     def in_flight(self) -> int:
@@ -131,7 +139,12 @@ class TrialDispatcher:
             return
         # One call, one message to the scheduler: the client sends at most one per 10 ms, so
         # a round submitted trial by trial started all but its first 10 ms late.
-        futures = self.client.map(
+        client = self.client
+        if self._done is None:
+            from distributed import as_completed
+
+            self._done = as_completed([], loop=client.loop, with_results=False)
+        futures = client.map(
             run_trial,
             [request.to_dict() for request in requests],
             key=[f"trial-{r.job_id}-{r.trial_id}-{r.attempt}" for r in requests],
@@ -171,9 +184,10 @@ class TrialDispatcher:
         """The next finished future and its outcome (its result, or the error as a value);
         None as soon as ``wake()`` is True or ``timeout`` seconds have passed; raises
         JobCancelledError as soon as the job is cancelled."""
-        condition = self._done.thread_condition  # notified by as_completed on every completion
+        # Notified by as_completed on every completion; nothing was submitted yet without it.
+        condition = threading.Condition() if self._done is None else self._done.thread_condition
         deadline = None if timeout is None else time.monotonic() + timeout
-        while not self._done.has_ready():
+        while self._done is None or not self._done.has_ready():
             CANCEL.raise_if_requested(self.store.job_id)
             if wake is not None and wake():
                 return None

@@ -246,8 +246,11 @@ def warm_up(
     memory_limit: int | None = None,
     object_store: bool = False,
     gpu_memory_fraction: float | None = None,
+    cuda: bool = False,
 ) -> int:
-    """Start ``slots`` trial processes on this worker and import the model in each.
+    """Start ``slots`` trial processes on this worker and import the model in each; with
+    ``cuda`` (a GPU job) each also imports PyTorch and starts CUDA
+    (:func:`~ultron.worker.cuda_warmup.start_cuda`; nothing without a GPU).
 
     ``memory_limit``, ``object_store`` and ``gpu_memory_fraction`` must be the trials'
     (``TrialRequest.memory_limit``, :func:`reads_object_store` of ``TrialRequest.data``,
@@ -259,7 +262,9 @@ def warm_up(
         process = checkout(
             python, code_paths, log_path, memory_limit, object_store, gpu_memory_fraction
         )
-        answer = process.call({"op": "import", "model": model}, timeout=_START_TIMEOUT_S)
+        answer = process.call(
+            {"op": "import", "model": model, "cuda": cuda}, timeout=_START_TIMEOUT_S
+        )
         if "error" in answer:
             logger.warning("warm-up import of %s failed: %s", model, answer["error"])
         started.append(process)

@@ -44,6 +44,7 @@ from typing import Any
 from ultron.model import TrialContext, set_current_trial
 from ultron.strict_json import finite
 from ultron.usercode import claim_names
+from ultron.worker.cuda_warmup import start_cuda
 from ultron.worker.determinism import apply_determinism
 from ultron.worker.gpu_memory import cap_gpu_memory, is_gpu_out_of_memory
 from ultron.worker.isolation import become_subreaper, end_descendants, limit_memory
@@ -389,6 +390,8 @@ def main(
         if op == "import":
             try:
                 _load_model_class(request["model"], models)
+                if request.get("cuda"):  # a GPU job's: CUDA ready before the first trial
+                    start_cuda()
                 conn.send({"op": "imported"})
             except Exception as exc:
                 conn.send({"op": "imported", "error": f"{type(exc).__name__}: {exc}"})
