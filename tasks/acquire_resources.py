@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,7 +39,7 @@ from ultron.spec.job import JobSpec
 from ultron.worker.checkpoints import flush_checkpoints
 from ultron.worker.pool import shutdown_processes, warm_up
 
-__all__ = ["JobResources", "acquire_resources", "lease_ttl_s"]
+__all__ = ["JobResources", "acquire_resources", "lazy_cluster", "lease_ttl_s", "start_workers"]
 
 logger = logging.getLogger(__name__)
 
@@ -182,19 +183,25 @@ def acquire_resources(
         keeper.stop()
         limiter.release(keeper.lease)
         raise
-    cluster = LazyCluster(
-        functools.partial(_start_workers, spec, job_id, env, logger),
-        parallelism=parallelism,
-        resources=trial_resources(spec),
-    )
+    start = functools.partial(start_workers, spec, job_id, env, logger)
+    cluster = lazy_cluster(spec, start, parallelism)
+    return JobResources(limiter, keeper.lease, keeper, cluster, data, parallelism)
+
+
+def lazy_cluster(
+    spec: JobSpec, start: Callable[[int], ClusterHandle], parallelism: int
+) -> LazyCluster:
+    """The job's cluster, started by ``start`` at the first trial the score cache cannot
+    answer; a GPU job's starts now, in the background."""
+    cluster = LazyCluster(start, parallelism=parallelism, resources=trial_resources(spec))
     if spec.resources.gpu:
         # The trial processes import the model and start CUDA (tens of seconds on a fresh
         # machine) while the master restores its state and makes its first proposals.
         cluster.start_soon()
-    return JobResources(limiter, keeper.lease, keeper, cluster, data, parallelism)
+    return cluster
 
 
-def _start_workers(
+def start_workers(
     spec: JobSpec, job_id: str, env: TrialEnvironment, logger: Any, parallelism: int
 ) -> ClusterHandle:
     """Start the job's Dask workers for ``parallelism`` trials at once and a warm trial

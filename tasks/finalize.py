@@ -52,6 +52,10 @@ def finalize(
     logger = get_run_logger()
     error = redact(error) if error else error  # it may quote a URL with its password
     unsynced = resources.release() if resources is not None else []
+    timings = dict(timings or {})
+    if resources is not None and resources.cluster.start_s is not None:
+        # Absent when no trial needed a worker (the score cache answered them all).
+        timings["start_workers"] = resources.cluster.start_s
     warnings = _unsynced_warnings(unsynced)
     for warning in warnings:
         logger.warning("%s", warning)
@@ -86,7 +90,7 @@ def finalize(
             "status": str(state.status),
             "end_reason": state.end_reason,
             "error": error,
-            "timings": timings or {},
+            "timings": timings,
             "spec": redacted_spec(spec),
             "warnings": warnings,
             "unsynced_checkpoints": unsynced,
@@ -107,7 +111,7 @@ def finalize(
         "results_url": url,
         "best_checkpoint": f"{url}/checkpoints/{best.trial_id}" if best else None,
         "mode": str(mode),
-        "timings": timings or {},
+        "timings": timings,
         "files": files,
         "warnings": warnings,
         "unsynced_checkpoints": unsynced,

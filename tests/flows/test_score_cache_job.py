@@ -107,9 +107,12 @@ def test_the_cache_answers_only_the_same_model_metric_and_setting(
     first = run("Floats", "a")
     assert sorted(_trained(calls)) == [("Floats", 1), ("Floats", 2)]
     assert first.cache_hits == 0 and first.best_score == 1.0
+    assert first.timings["start_workers"] > 0  # its trials needed the workers: it started them
 
     again = run("Floats", "a")  # the same computation: nothing trains
     assert [t.status for t in again.trials] == [TrialStatus.CACHED] * 2
+    # Every trial from the cache: the job started no Dask worker and no trial process.
+    assert "start_workers" not in again.timings and "acquire_resources" in again.timings
     assert len(_trained(calls)) == 2 and _scores(again) == {1: 1.0, 2: 2.0}
 
     other_metric = run("Floats", "b")  # a bare float is a's only: b trains
@@ -123,6 +126,7 @@ def test_the_cache_answers_only_the_same_model_metric_and_setting(
 
     pairs_b = run("Pairs", "b")  # Pairs returned b too: answered with b's values, not a's
     assert pairs_b.cache_hits == 2 and len(_trained(calls)) == 6
+    assert "start_workers" not in pairs_b.timings
     assert _scores(pairs_b) == {1: 99.0, 2: 98.0} and pairs_b.best_score == 98.0
 
     off = run("Floats", "a", cache=False)  # cache off: the same computation trains again
