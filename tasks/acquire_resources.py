@@ -1,8 +1,10 @@
-"""Task 2 of a job: take units from the shared resource limiter, then start the workers.
+"""Task 2 of a job: take units from the shared resource limiter; hand out the job's workers,
+which start at the first trial the score cache cannot answer (:mod:`ultron.cluster.lazy`).
 
 The paper's Fig. 7, made atomic: the limiter's Lua script checks and increments in one step,
 the units are a lease that a keeper thread renews while the job lives (so a dead job's units
-come back after the TTL), and if the workers cannot be started the units are given back. The
+come back after the TTL), and if the workers cannot be started the job fails and ``finalize``
+gives the units back (a data service that cannot start gives them back here). The
 limits are the platform team's, read from Redis when the job starts waiting: the global one
 and that of the job's tenant (``ultron limits``). Waiting jobs are served first come first
 served within a tenant and in turns across tenants (:mod:`ultron.limiter.resource_limiter`).
