@@ -55,7 +55,8 @@ class LazyCluster:
         self._start = start
         self.parallelism = parallelism
         self.resources = dict(resources or {})
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the fields below; never held while the start runs
+        self._starting = threading.Lock()  # one start at a time, and close after it
         self._handle: ClusterHandle | None = None
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
@@ -90,13 +91,13 @@ class LazyCluster:
             Exception: whatever the start raised (again at every call: the start is not retried).
         """
         self.settled()
-        with self._lock:
+        with self._starting:
             if self._handle is None and self._error is None:
                 self._run_start()
-            if self._error is not None:
-                raise self._error
-            assert self._handle is not None  # set by _run_start or the error above
-            return self._handle
+        if self._error is not None:
+            raise self._error
+        assert self._handle is not None  # set by _run_start or the error above
+        return self._handle
 
     def start_soon(self) -> None:
         """Start the cluster in a background thread now; :meth:`handle` waits for it."""
@@ -110,12 +111,12 @@ class LazyCluster:
 
     def _start_in_background(self) -> None:
         # A failure is kept for handle() to raise in the master's thread, where it ends the job.
-        with self._lock:
+        with self._starting:
             if self._handle is None and self._error is None:
                 self._run_start()
 
     def _run_start(self) -> None:
-        """Called with the lock held."""
+        """Called with ``_starting`` held."""
         if self._closed:
             self._error = RuntimeError("the job's resources were released; no cluster starts")
             return
@@ -138,7 +139,7 @@ class LazyCluster:
         """Close the cluster if it was started (after a start in progress ends); no cluster
         starts afterwards."""
         self.settled()
-        with self._lock:
+        with self._starting, self._lock:
             self._closed = True
             handle, self._handle = self._handle, None
         if handle is not None:
