@@ -34,6 +34,7 @@ from ultron.spec.archive_rules import ARCHIVE_SUFFIXES
 from ultron.spec.budget import MAX_ITERATIONS, Budget
 from ultron.spec.cluster import ClusterSpec, LocalCluster
 from ultron.spec.conditions import check_conditions
+from ultron.spec.execution import Execution, check_execution
 from ultron.spec.paper import PAPER_KEY_NAMES, from_paper
 from ultron.spec.sections import EarlyStopping, Objective, Resources
 from ultron.spec.space import (
@@ -230,6 +231,11 @@ class JobSpec(Strict):
     warm_start: WarmStart | None = Field(
         default=None, description="Earlier jobs whose finished trials seed the strategy."
     )
+    execution: Execution = Field(
+        default_factory=Execution,
+        description="trials (default): a trial per configuration; hopper: model hopper "
+        "parallelism over data partitioned across the workers (see Execution).",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -276,6 +282,11 @@ class JobSpec(Strict):
             return value
         base_dir = Path((info.context or {}).get("base_dir", "."))
         return value.model_copy(update={"url": str((base_dir / value.url).resolve())})
+
+    # What execution: hopper cannot combine with (the fields it reads come before it).
+    _execution_fits = field_validator("execution")(
+        lambda value, info: check_execution(value, info.data)
+    )
 
     _numbers_not_bool = field_validator(
         "seed",
