@@ -27,6 +27,7 @@ from prefect.states import Cancelled, State
 from ultron.cluster.factory import warm_local_workers
 from ultron.datamanager import validate_data
 from ultron.master.cancel import CANCEL
+from ultron.master.hopper_search import check_hopper_model
 from ultron.master.job_state import JobStatus
 from ultron.master.lifecycle import JobRun, job_lifecycle
 from ultron.master.scaling import effective_spec
@@ -72,7 +73,9 @@ def hpo_job(spec: JobSpec, job_id: str | None = None) -> dict[str, Any] | State:
             # Built before resources are taken, so a bad strategy, stopper or data set fails
             # first (why live objects go to search_loop: JobResources' docstring).
             strategy, stopper = build_strategy(job), build_stopper(job)
-            if job.data is not None:
+            if job.execution.hopper:
+                check_hopper_model(job.model)  # sub-epochs call its train_epoch
+            elif job.data is not None:
                 validate_data(job.data, base_dir=job.code_path.parent)
             run.resources = run.time(
                 "acquire_resources", acquire_resources, job, job_id, run.redis_url, env

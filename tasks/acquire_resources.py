@@ -171,7 +171,7 @@ def acquire_resources(
             limiter.max_units,
         )  # fmt: skip
         data = None
-        if spec.data is not None:
+        if spec.data is not None and not spec.execution.hopper:  # hopper: partitions instead
             data = start_data_service(
                 spec.data,
                 job_id=job_id,
@@ -215,6 +215,8 @@ def start_workers(
         log_dir = str(scratch_dir(job_id) / "logs")
         memory = parse_bytes(spec.resources.memory) if spec.resources.memory else None
         python, code_paths = worker_paths(env)
+        if spec.execution.hopper:  # its sub-epochs run in the Dask workers themselves
+            return cluster
         cluster.client.run(
             warm_up,
             python,

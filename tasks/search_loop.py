@@ -16,11 +16,13 @@ from ultron.algorithms.base import HPOAlgorithm
 from ultron.algorithms.stoppers.base import Stopper
 from ultron.cluster.elastic import ElasticWorkers
 from ultron.containerize.environment import TrialEnvironment
+from ultron.containerize.image import worker_paths
 from ultron.errors import JobCancelledError
 from ultron.master.cancel import CANCEL
 from ultron.master.dispatcher import TrialDispatcher
 from ultron.master.early_stopping import StopperDriver
 from ultron.master.goals import JobGoals
+from ultron.master.hopper_search import data_fingerprint, run_hopper_search
 from ultron.master.job_state import JobState, JobStatus, JobStore
 from ultron.master.loops import Master, SearchSettings
 from ultron.master.scaler import Scaler
@@ -54,6 +56,46 @@ def _warm_start_prior(spec: JobSpec, client: Any, job_id: str) -> WarmStartPrior
     if spec.warm_start is None:
         return None
     return read_prior(client, spec, job_id)
+
+
+def _score_cache(
+    spec: JobSpec, env: TrialEnvironment, client: Any, namespace: str, data_hash: str | None
+) -> ScoreCache:
+    return ScoreCache(
+        client,
+        code_hash=env.code_hash,
+        model=spec.model,
+        seed=spec.seed,
+        metric=spec.objective.metric,
+        tenant=spec.tenant,
+        namespace=namespace,
+        data_hash=data_hash,
+        enabled=spec.cache,
+        deterministic=spec.deterministic,
+        space=spec.space,
+    )
+
+
+def _hopper_search(
+    spec: JobSpec, job_id: str, env: TrialEnvironment, resources: JobResources, client: Any,
+    store: JobStore, state: JobState, strategy: HPOAlgorithm, stopper: Stopper | None,
+) -> JobState:  # fmt: skip
+    """``execution: hopper``: every configuration hops over the workers' partitions."""
+    assert spec.data is not None  # the spec's validation: hopper needs data
+    progress = JobMonitor(spec, job_id, state)
+    try:
+        run_hopper_search(
+            spec, job_id, client=resources.cluster.client, store=store, state=state,
+            strategy=strategy, stopper=stopper,
+            cache=_score_cache(
+                spec, env, client, store.namespace, data_fingerprint(spec.data.url)
+            ),
+            code_paths=worker_paths(env)[1], check=lambda: _check_lease(resources, job_id),
+            on_result=progress.update,
+        )  # fmt: skip
+    finally:
+        progress.close()
+    return state
 
 
 def _check_lease(resources: JobResources, job_id: str) -> None:
@@ -101,6 +143,8 @@ def search_loop(
     store.clear_running()
     if state.algorithm and hasattr(strategy, "load_state_dict"):
         strategy.load_state_dict(state.algorithm)
+    if spec.execution.hopper:  # model hopper parallelism instead of a trial loop
+        return _hopper_search(spec, job_id, env, resources, client, store, state, strategy, stopper)
     scratch = scratch_dir(job_id)
     dispatcher = TrialDispatcher(
         resources.cluster,  # started at the first submit: a trial the cache cannot answer
@@ -139,18 +183,12 @@ def search_loop(
             tell_stopped=spec.early_stopping is None or spec.early_stopping.tell_stopped,
         ),
         strategy=strategy,
-        cache=ScoreCache(
+        cache=_score_cache(
+            spec,
+            env,
             client,
-            code_hash=env.code_hash,
-            model=spec.model,
-            seed=spec.seed,
-            metric=spec.objective.metric,
-            tenant=spec.tenant,
-            namespace=store.namespace,
-            data_hash=resources.data.fingerprint() if resources.data is not None else None,
-            enabled=spec.cache,
-            deterministic=spec.deterministic,
-            space=spec.space,
+            store.namespace,
+            resources.data.fingerprint() if resources.data is not None else None,
         ),
         dispatcher=dispatcher,
         store=store,

@@ -178,6 +178,12 @@ def _client_of(cluster: Any, resources: dict[str, float], dashboard: str | None)
 def _local_cluster(spec: JobSpec) -> Any:
     from distributed import LocalCluster
 
+    if spec.execution.hopper:  # worker k holds partition k (ultron.cluster.partitions)
+        from ultron.cluster.partitions import local_partition_cluster
+
+        return local_partition_cluster(
+            spec.parallelism, dashboard_address=dashboard_address(spec.cluster)
+        )
     memory_limit = _memory_limit(spec.resources.memory)
     with forkserver.worker_start_method():
         if spec.resources.gpu:

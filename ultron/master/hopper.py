@@ -142,6 +142,8 @@ class HopperRunner:
         cache: the score cache of the job's computation (code, data, model, seed); a model it
             answers is not trained, and a model that trained all its epochs is stored there.
             Its configurations are keyed with the hopper setting (:meth:`cache_key`).
+        check: called after every sub-epoch; what it raises (a cancel, a lost lease) ends the
+            run, and the sub-epochs that were running are cancelled.
     """
 
     def __init__(
@@ -152,8 +154,10 @@ class HopperRunner:
         stopper: Stopper | None = None,
         on_epoch: Callable[[str, int, dict[str, float]], None] | None = None,
         cache: Cache | None = None,
+        check: Callable[[], None] | None = None,
     ) -> None:
         self.client = client
+        self.check = check
         self.cache = cache
         self.cached: dict[str, dict[str, Any]] = {}  # model -> the cache's answer
         self.job = job
@@ -166,6 +170,7 @@ class HopperRunner:
         self._failures: dict[tuple[str, int], int] = {}
         self._failed: dict[str, str] = {}  # model -> the error that ended it
         self._stopped: set[str] = set()  # the models the stopper stopped
+        self._futures: dict[str, Any] = {}  # the running sub-epochs' futures, by key
         self._state_url = f"{job.storage.rstrip('/')}/hopper-state.json"
 
     def cache_key(self, model: str) -> dict[str, Any]:
@@ -231,6 +236,7 @@ class HopperRunner:
             pure=False,
         )
         running[future.key] = hop
+        self._futures[future.key] = future
         ac.add(future)
 
     def _completed(self, hop: Hop, answer: dict[str, Any]) -> None:
@@ -305,19 +311,27 @@ class HopperRunner:
         if not self.scheduler.finished:
             self.check_workers()
             ac = as_completed([], with_results=False)
-        while ac is not None and not self.scheduler.finished:
-            for hop in self.scheduler.assign():
-                self._submit(plan, hop, ac, running)
-            future = next(ac)
-            hop = running.pop(future.key)
-            try:
-                answer = future.result()
-            except Exception as error:  # the model's, or Dask's (KilledWorker): retried
-                self._lost(hop, error)
-            else:
-                self._completed(hop, answer)
-            future.release()
-            self._save()
+        try:
+            while ac is not None and not self.scheduler.finished:
+                for hop in self.scheduler.assign():
+                    self._submit(plan, hop, ac, running)
+                future = next(ac)
+                hop = running.pop(future.key)
+                self._futures.pop(future.key, None)
+                try:
+                    answer = future.result()
+                except Exception as error:  # the model's, or Dask's (KilledWorker): retried
+                    self._lost(hop, error)
+                else:
+                    self._completed(hop, answer)
+                future.release()
+                self._save()
+                if self.check is not None:
+                    self.check()
+        except BaseException:
+            if running:  # a resumed job runs them again from their last checkpoints
+                self.client.cancel(list(self._futures.values()), force=True)
+            raise
         if self._failed and len(self._failed) == len(self.job.configs):
             raise JobFailedError(f"every model failed; first: {next(iter(self._failed.values()))}")
         return self._result()
