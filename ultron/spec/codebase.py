@@ -39,6 +39,7 @@ from ultron.spec.job import JobSpec
 __all__ = ["check_code_base"]
 
 _MODEL_METHODS = {"score": 3}
+_HOPPER_MODEL_METHODS = {"train_epoch": 3}  # execution: hopper trains a sub-epoch per call
 _STRATEGY_METHODS = {"sample_hyperparameter_candidates": 1, "update_state": 2}
 
 
@@ -52,7 +53,8 @@ def check_code_base(spec: JobSpec) -> list[ConfigIssue]:
     """
     try:
         with open_tree(Path(spec.code)) as tree:
-            issues = _check_class(tree, "model", spec.model, _MODEL_METHODS, construct=True)
+            methods = _HOPPER_MODEL_METHODS if spec.execution.hopper else _MODEL_METHODS
+            issues = _check_class(tree, "model", spec.model, methods, construct=True)
             if not is_builtin(spec.strategy):
                 issues += _check_class(tree, "strategy", spec.strategy, _STRATEGY_METHODS)
                 issues += _check_options(tree, spec)
@@ -211,6 +213,7 @@ def _method_issues(
 
 _PARAMS = {
     "score": "hyperparameters, checkpoint_path, resume",
+    "train_epoch": "hyperparameters, checkpoint_path, resume",
     "sample_hyperparameter_candidates": "n",
     "update_state": "hyperparameter_candidates, validation_scores",
 }

@@ -93,9 +93,10 @@ def check_execution(execution: Execution, fields: Mapping[str, Any]) -> Executio
             "add data: {url: s3://bucket/dataset/, format: numpy} (a folder of .npz shards)",
         )
     data = fields.get("data")
-    if data is not None and data.format not in ("auto", "numpy"):
+    if data is not None and data.resolved_format() not in (None, "numpy"):
         raise rule_error(
-            f"data.format is {data.format}, but execution: hopper partitions .npz shards",
+            f"the format of data ({data.resolved_format()}) is not numpy, but execution: "
+            "hopper partitions .npz shards",
             "write the data set as a folder of .npz shards and set format: numpy",
         )
     if data is not None and (data.placement != "colocated" or data.pipeline is not None):
