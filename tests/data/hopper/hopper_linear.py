@@ -34,7 +34,7 @@ class Linear:
         path = os.path.join(checkpoint_path, "weights.npy")
         weights = np.load(path) if resume else None
         if resume:
-            _hold(str(hyperparameters["name"]))
+            _hold(str(hyperparameters.get("name", hyperparameters["lr"])))
         lr = float(hyperparameters["lr"])
         loss, count = 0.0, 0
         for batch in ultron.data.batches(framework="numpy"):

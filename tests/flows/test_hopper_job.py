@@ -1,6 +1,7 @@
-"""A hopper job (model hopper parallelism) on a real cluster: ``dask scheduler`` and three
-``dask worker`` processes on loopback, each holding one partition, the data set in the S3
-server on loopback, and one worker killed in the middle of a sub-epoch."""
+"""A job with ``execution: hopper`` (model hopper parallelism) run by ``ultron.run`` on a real
+cluster (``cluster: {type: address}``): ``dask scheduler`` and three ``dask worker`` processes
+on loopback, each holding one partition, the data set and the job's storage in the S3 server on
+loopback, and one worker killed in the middle of a sub-epoch."""
 
 from __future__ import annotations
 
@@ -21,16 +22,17 @@ from typing import Any
 import numpy as np
 import pytest
 
+import ultron
 from ultron.datamanager.partitions import fetch_partition, list_shards, plan_partitions
-from ultron.master.hopper import HopperJob, HopperRunner
-from ultron.master.score_cache import ScoreCache
-from ultron.worker.hopper import train_sequentially
+from ultron.master.hopper_search import READ_LOG_ENV
+from ultron.trial_records import trial_seed
+from ultron.worker.hopper import checkpoint_url, train_sequentially
 
-CODE = Path(__file__).parents[2] / "data" / "hopper"
+CODE = Path(__file__).parents[1] / "data" / "hopper"
 DASK = str(Path(sys.executable).with_name("dask"))
 WORKERS, CONFIGS, EPOCHS, SHARDS = 3, 6, 3, 6
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect")]
 
 
 def _wait_for(condition: Callable[[], bool], timeout: float = 180.0) -> None:
@@ -99,69 +101,72 @@ def test_hopper_job_visits_each_partition_once_per_epoch_and_survives_a_killed_w
     s3_storage_options: dict[str, Any],
     partition_cluster: str,
     redis_url: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import redis
-    from distributed import Client
-
     base = f"{s3_url}/{tmp_path.name}"
-    _write_data(f"{base}/data", s3_storage_options)
+    data_url = f"{base}/data"
+    _write_data(data_url, s3_storage_options)
     reads = tmp_path / "reads.jsonl"
-    job = HopperJob(
-        job_id="hop",
-        model="hopper_linear:Linear",
-        configs={f"c{i}": {"lr": 0.02 * (i + 1), "name": f"c{i}"} for i in range(CONFIGS)},
-        data_url=f"{base}/data",
-        storage=f"{base}/job",
-        partitions=WORKERS,
-        epochs=EPOCHS,
-        seed=3,
-        code_paths=(str(CODE),),
-        batch_size=8,
-        storage_options=s3_storage_options,
-        read_log=str(reads),
-    )
+    monkeypatch.setenv(READ_LOG_ENV, str(reads))
+    lrs = [0.02 * (i + 1) for i in range(CONFIGS)]
+    spec = {
+        "name": "hopper",
+        "code": str(CODE),
+        "model": "hopper_linear:Linear",
+        "search_space": {"lr": lrs},
+        "strategy": "grid",
+        "num_iterations": CONFIGS,
+        "parallelism": WORKERS,
+        "seed": 3,
+        "objective": {"metric": "loss", "mode": "minimize"},
+        "data": {"url": data_url, "format": "numpy", "batch_size": 8},
+        "execution": {"mode": "hopper", "epochs": EPOCHS},
+        "cluster": {"type": "address", "address": partition_cluster},
+        "storage": f"{base}/runs",
+        "redis_url": redis_url,
+    }
     hold = tmp_path / "hold" / "hold"
     killed: dict[str, Any] = {}
 
     def kill_the_held_worker() -> None:  # a resumed sub-epoch waits there to be killed
         _wait_for(lambda: hold.exists() and len(hold.read_text().split()) == 2)
-        pid, name = hold.read_text().split()
-        killed.update(pid=int(pid), model=name)
+        pid, lr = hold.read_text().split()
+        killed.update(pid=int(pid), lr=float(lr))
         os.kill(int(pid), signal.SIGKILL)
 
     killer = threading.Thread(target=kill_the_held_worker, daemon=True)
     killer.start()
-    cache = ScoreCache(
-        redis.Redis.from_url(redis_url), code_hash="c0de", model=job.model, seed=job.seed,
-        metric="loss", tenant="t", namespace=f"test-{tmp_path.name}",
-    )  # fmt: skip
-    with Client(partition_cluster, timeout=30) as client:
-        client.wait_for_workers(WORKERS, timeout=120)
-        runner = HopperRunner(client, job, cache=cache)
-        result = runner.run()
+    result = ultron.run(spec, job_id=f"hopper-{tmp_path.name[-12:]}")
     killer.join(timeout=5)
     assert killed, "no worker was killed"
 
-    # Every model trained exactly 3 epochs, each visiting every partition exactly once.
-    per_model = Counter(r["model_id"] for r in result.records)
-    assert per_model == {m: WORKERS * EPOCHS for m in job.configs}
-    for model, order in result.orders.items():
-        assert [sorted(epoch) for epoch in order] == [list(range(WORKERS))] * EPOCHS, model
-        steps = sorted(r["step"] for r in result.records if r["model_id"] == model)
-        assert steps == list(range(WORKERS * EPOCHS))
-    assert not result.failed and not result.stopped
-    # Each model's last epoch went to the score cache.
-    keys = [runner.cache_key(m) for m in job.configs]
-    hits = cache.get_many(keys, job_id="another", trial_ids=list(job.configs))
-    assert [h["score"] if h else None for h in hits] == [
-        result.epochs[m][-1]["loss"] for m in job.configs
-    ]
+    import fsspec
+
+    fs, root = fsspec.core.url_to_fs(result.results_url, **s3_storage_options)
+    records = json.loads(fs.cat_file(f"{root}/hopper-state.json"))["records"]
+    configs = {t.trial_id: t.hyperparameters for t in result.trials}
+    assert sorted(c["lr"] for c in configs.values()) == lrs
+
+    # Every configuration trained exactly 3 epochs, each visiting every partition exactly once.
+    assert Counter(r["model_id"] for r in records) == {m: WORKERS * EPOCHS for m in configs}
+    orders: dict[str, list[list[int]]] = {}
+    for model in configs:
+        mine = sorted((r for r in records if r["model_id"] == model), key=lambda r: r["step"])
+        assert [r["step"] for r in mine] == list(range(WORKERS * EPOCHS))
+        orders[model] = [[r["partition"] for r in mine if r["epoch"] == e] for e in range(EPOCHS)]
+        assert [sorted(epoch) for epoch in orders[model]] == [list(range(WORKERS))] * EPOCHS
+    # The trial table: a completed row per configuration, scored by its last epoch.
+    for trial in result.trials:
+        last = [r for r in records if r["model_id"] == trial.trial_id and r["epoch"] == 2]
+        total = sum(r["records"] for r in last)
+        loss = sum(r["metrics"]["loss"] * r["records"] for r in last) / total
+        assert trial.status == "completed" and trial.score == pytest.approx(loss)
+    assert result.best_score == min(t.score for t in result.trials if t.score is not None)
 
     # The killed worker was replaced, and the replacement fetched the partition again.
     plan = plan_partitions(
-        list_shards(job.data_url, s3_storage_options), partitions=WORKERS, seed=job.seed,
-        url=job.data_url,
-    )  # fmt: skip
+        list_shards(data_url, s3_storage_options), partitions=WORKERS, seed=3, url=data_url
+    )
     log = [json.loads(line) for line in reads.read_text().splitlines()]
     by_process: dict[int, set[int]] = {}
     for entry in log:
@@ -176,17 +181,19 @@ def test_hopper_job_visits_each_partition_once_per_epoch_and_survives_a_killed_w
         files = Counter(e["file"] for e in log if e["pid"] == pid)
         assert set(files.values()) == {1}
         assert len(files) < SHARDS  # never the whole data set
-    assert len({r["pid"] for r in result.records}) == WORKERS + 1  # three, then the replacement
+    assert len({r["pid"] for r in records}) == WORKERS + 1  # three, then the replacement
 
-    # The model whose sub-epoch was killed ends with the weights of a sequential run.
-    model = killed["model"]
+    # The configuration whose sub-epoch was killed ends with the weights of a sequential run.
+    model = next(m for m, c in configs.items() if c["lr"] == killed["lr"])
     paths = {
         k: fetch_partition(plan, k, tmp_path / f"p{k}", storage_options=s3_storage_options)
         for k in range(WORKERS)
     }
-    folder = train_sequentially(job.request(plan, model), paths, result.orders[model])
-    import fsspec
-
-    fs, final = fsspec.core.url_to_fs(result.checkpoints[model], **s3_storage_options)
+    request = {
+        "model": spec["model"], "code_paths": [str(CODE)], "batch_size": 8,
+        "hyperparameters": configs[model], "seed": trial_seed(3, configs[model]),
+    }  # fmt: skip
+    folder = train_sequentially(request, paths, orders[model])
+    final = checkpoint_url(f"{root}/checkpoints/{model}", WORKERS * EPOCHS)
     hopped = np.load(io.BytesIO(fs.cat_file(f"{final}/weights.npy")))
     assert np.array_equal(hopped, np.load(Path(folder) / "weights.npy"))
