@@ -49,7 +49,8 @@ OnResult = Callable[[JobState, int, TrialResult | None], None]
 
 
 def _hopper_storage(spec: JobSpec, job_id: str) -> str:
-    return f"{job_results_url(spec.storage, job_id)}/hopper"
+    """The job's results folder: checkpoints under ``checkpoints/<trial id>/step-<n>``."""
+    return job_results_url(spec.storage, job_id)
 
 
 def _configurations(
@@ -59,7 +60,7 @@ def _configurations(
     ``num_iterations`` new ones from the strategy (then stored)."""
     import fsspec
 
-    fs, path = fsspec.core.url_to_fs(f"{storage}/configurations.json")
+    fs, path = fsspec.core.url_to_fs(f"{storage}/hopper-configurations.json")
     if fs.exists(path):
         configs: dict[str, Config] = json.loads(fs.cat_file(path))
         return configs
