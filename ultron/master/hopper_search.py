@@ -167,8 +167,9 @@ def _row(
 
 
 def _final_rows(
-    result: HopperResult, configs: dict[str, Config], metric: str
+    result: HopperResult, configs: dict[str, Config], metric: str, epochs_each: int
 ) -> dict[str, TrialResult]:
+    """A row per configuration; one the stopper stopped after its last epoch is completed."""
     rows = {}
     for model, config in configs.items():
         epochs = result.epochs.get(model, [])
@@ -184,7 +185,7 @@ def _final_rows(
                 model, config, TrialStatus.FAILED, last, metric, reports=len(epochs),
                 error=result.failed[model],
             )  # fmt: skip
-        elif model in result.stopped:
+        elif model in result.stopped and len(epochs) < epochs_each:
             rows[model] = _row(
                 model, config, TrialStatus.STOPPED, last, metric, reports=len(epochs)
             )
@@ -237,7 +238,7 @@ def run_hopper_search(
         job_id, len(configs), job.epochs, job.partitions,
     )  # fmt: skip
     result = runner.run()
-    rows = _final_rows(result, configs, metric)
+    rows = _final_rows(result, configs, metric, job.epochs)
     state.trials = list(rows.values())
     ids = list(configs)
     scores = [math.nan if (score := rows[i].score) is None else float(score) for i in ids]

@@ -36,20 +36,22 @@ def test_the_configurations_are_proposed_once_and_read_back_on_resume(tmp_path: 
 
 
 def test_rows_carry_each_configurations_end_and_its_last_epochs_score() -> None:
-    configs = {m: {"lr": i / 10} for i, m in enumerate(["done", "stop", "fail", "hit", "nan"])}
+    names = ["done", "stop", "fail", "hit", "nan", "top"]
+    configs = {m: {"lr": i / 10} for i, m in enumerate(names)}
     epoch = {"loss": 0.5, "acc": 0.9}
     result = HopperResult(
         records=[], orders={},
         epochs={"done": [{"loss": 1.0}, epoch], "stop": [epoch], "fail": [], "hit": [],
-                "nan": [{"loss": math.nan}]},
-        checkpoints={}, stopped=["stop"], failed={"fail": "ValueError: boom"},
+                "nan": [{"loss": math.nan}], "top": [epoch, epoch]},
+        checkpoints={}, stopped=["stop", "top"], failed={"fail": "ValueError: boom"},
         cached={"hit": {"score": 0.25, "metrics": {"loss": 0.25}}},
     )  # fmt: skip
-    rows = _final_rows(result, configs, "loss")
+    rows = _final_rows(result, configs, "loss", 2)
     assert (rows["done"].status, rows["done"].score, rows["done"].reports) == (
         TrialStatus.COMPLETED, 0.5, 2,
     )  # fmt: skip
     assert (rows["stop"].status, rows["stop"].score) == (TrialStatus.STOPPED, 0.5)
+    assert rows["top"].status is TrialStatus.COMPLETED  # stopped at its last epoch: done
     assert (rows["fail"].status, rows["fail"].error) == (TrialStatus.FAILED, "ValueError: boom")
     assert (rows["hit"].status, rows["hit"].score) == (TrialStatus.CACHED, 0.25)
     assert rows["nan"].status is TrialStatus.FAILED and rows["nan"].score is None  # never NaN
