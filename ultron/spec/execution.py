@@ -124,6 +124,12 @@ def check_execution(execution: Execution, fields: Mapping[str, Any]) -> Executio
             "of parallelism (one worker per partition) from the start",
             "remove min_parallelism",
         )
+    if fields.get("warm_start") is not None:
+        raise rule_error(
+            "warm_start seeds a trial loop's strategy with earlier trials, and execution: "
+            "hopper proposes all its configurations at once before any is scored",
+            "remove warm_start, or use execution: trials",
+        )
     budget = fields.get("budget")
     if budget is not None and budget.time is not None:
         raise rule_error(

@@ -52,6 +52,7 @@ def test_trials_is_the_default_and_hopper_takes_its_epochs() -> None:
         ({**HOPPER, "loop": "batch"}, "execution", "loop is batch"),
         ({**HOPPER, "min_parallelism": 1}, "execution", "min_parallelism is 1"),
         ({**HOPPER, "budget": {"time": "1h"}}, "execution", "budget.time"),
+        ({**HOPPER, "warm_start": {"jobs": ["earlier-job"]}}, "execution", "warm_start seeds"),
         (
             {**HOPPER, "data": {"url": "s3://b/d/", "format": "numpy", "placement": "stream"}},
             "execution",
