@@ -11,7 +11,8 @@ These fields may change, because no score depends on them (:data:`MAY_CHANGE`):
 - ``num_iterations``: the budget. Raising it continues a completed or cancelled job with its
   history (the strategy's state is restored, no trial is trained again). It may not drop below
   the trials the job's table already holds: the table would hold more trials than the budget.
-- ``parallelism`` (unless the stopper is ``pop``, whose population has ``parallelism`` slots),
+- ``parallelism`` (unless the stopper is ``pop``, whose population has ``parallelism`` slots,
+  or ``execution`` is ``hopper``, whose data has ``parallelism`` partitions),
   ``min_parallelism``, ``trial_timeout``, ``acquire_timeout``, ``retries``,
   ``max_failed_share``, ``resources``, ``cache``, ``cluster``, ``redis_url`` and ``name``.
 - ``budget`` (its ``time``: a resumed job has what its earlier runs left of it) and
@@ -305,6 +306,10 @@ def _budget_issues(stored: dict[str, Any], spec: JobSpec, trials_done: int) -> l
         # pop's population has one slot per parallel trial: its decisions depend on it.
         old = stored.get("parallelism", 1)
         issues.append(_changed("parallelism", old, spec.parallelism, what=" (with pop)"))
+    elif spec.execution.hopper and stored.get("parallelism", 1) != spec.parallelism:
+        # a hopper job's partitions: each model's records and their order depend on them.
+        old = stored.get("parallelism", 1)
+        issues.append(_changed("parallelism", old, spec.parallelism, what=" (with hopper)"))
     return issues
 
 

@@ -170,6 +170,17 @@ def test_parallelism_is_part_of_the_computation_with_pop() -> None:
     check_resume(_stored(), _spec(parallelism=2))  # without pop it changes no number
 
 
+def test_parallelism_and_epochs_are_part_of_the_computation_with_hopper() -> None:
+    hopper = {
+        "execution": {"mode": "hopper", "epochs": 2},
+        "data": {"url": "s3://bucket/corpus/", "format": "numpy"},
+    }
+    issues = _refused(_stored(**hopper), _spec(**hopper, parallelism=2))
+    assert list(issues) == ["parallelism"] and "hopper" in issues["parallelism"].rule
+    more = {**hopper, "execution": {"mode": "hopper", "epochs": 3}}
+    assert list(_refused(_stored(**hopper), _spec(**more))) == ["execution.epochs"]
+
+
 def test_code_may_move_when_its_content_hash_is_the_same() -> None:
     stored = _stored(code="/old/place")
     moved = _spec(code="/new/place")
