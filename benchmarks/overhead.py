@@ -21,11 +21,14 @@ the cluster's start and Prefect's own: the last column.
 from __future__ import annotations
 
 import argparse
+import functools
 import multiprocessing
 import os
+import queue
 import tempfile
 import time
 import uuid
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -68,8 +71,24 @@ def run_ours(
     }
 
 
-def _optuna_worker(path: str, study_name: str, n_trials: int, sleep: float, ready: Any) -> None:
-    """One of Optuna's worker processes: load the shared study, wait for the start, optimize."""
+def _sleep_objective(trial: Any, *, sleep: float) -> float:
+    """The overhead benchmark's trial for Optuna: a uniform ``x``, then a fixed sleep."""
+    x = float(trial.suggest_float("x", 0.0, 1.0))
+    time.sleep(sleep)
+    return x
+
+
+def _optuna_worker(
+    path: str,
+    study_name: str,
+    n_trials: int,
+    objective: Callable[[Any], float],
+    ready: Any,
+    ended: Any,
+) -> None:
+    """One of Optuna's worker processes: load the shared study, wait for the start, optimize,
+    and put the time its last trial ended on ``ended`` (the interpreter's exit comes after:
+    with torch loaded, seconds on a busy machine, which are not Optuna's)."""
     import optuna
     from optuna.storages import JournalStorage
     from optuna.storages.journal import JournalFileBackend
@@ -77,18 +96,38 @@ def _optuna_worker(path: str, study_name: str, n_trials: int, sleep: float, read
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     storage = JournalStorage(JournalFileBackend(path))
     study = optuna.load_study(study_name=study_name, storage=storage)
-
-    def objective(trial: optuna.Trial) -> float:
-        x = trial.suggest_float("x", 0.0, 1.0)
-        time.sleep(sleep)
-        return x
-
     ready.wait()
     study.optimize(objective, n_trials=n_trials)
+    ended.put(time.monotonic())  # CLOCK_MONOTONIC: one clock for every process of the machine
 
 
-def run_optuna_journal(trials: int, sleep: float, parallelism: int, folder: str) -> dict[str, Any]:
-    """Optuna's journal storage, one process per worker, ``trials`` in all; its overhead."""
+def optuna_journal(
+    objective: Callable[[Any], float],
+    trials: int,
+    parallelism: int,
+    folder: str,
+    *,
+    enqueue: Sequence[dict[str, Any]] = (),
+    direction: str = "minimize",
+) -> tuple[Any, float, float]:
+    """Optuna's journal storage with one process per worker, ``trials`` in all.
+
+    Args:
+        objective: what each trial runs; picklable (the workers are spawned), so a module's
+            function or an instance whose unpickling does its imports before the start.
+        trials: N, split as evenly as the P processes allow.
+        parallelism: P, the worker processes.
+        folder: where the journal file goes.
+        enqueue: configurations the study runs first (``study.enqueue_trial``), in order.
+        direction: the study's.
+
+    Returns:
+        The study, the seconds from the moment every process is ready to the end of the last
+        one's last trial, and the seconds from the first process's start to that end.
+
+    Raises:
+        RuntimeError: a worker process failed.
+    """
     import optuna
     from optuna.storages import JournalStorage
     from optuna.storages.journal import JournalFileBackend
@@ -96,35 +135,60 @@ def run_optuna_journal(trials: int, sleep: float, parallelism: int, folder: str)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     path = os.path.join(folder, f"optuna-{uuid.uuid4().hex}.log")
     name = "overhead"
-    optuna.create_study(study_name=name, storage=JournalStorage(JournalFileBackend(path)))
+    study = optuna.create_study(
+        study_name=name, storage=JournalStorage(JournalFileBackend(path)), direction=direction
+    )
+    for params in enqueue:
+        study.enqueue_trial(params)
     context = multiprocessing.get_context("spawn")  # as Optuna's docs run it: fresh processes
     ready = context.Barrier(parallelism + 1)
-    # N trials in all, split as evenly as the P processes allow.
+    ends = context.Queue()
     shares = [trials // parallelism + (i < trials % parallelism) for i in range(parallelism)]
     started_all = time.monotonic()
     workers = [
-        context.Process(target=_optuna_worker, args=(path, name, share, sleep, ready))
+        context.Process(target=_optuna_worker, args=(path, name, share, objective, ready, ends))
         for share in shares
     ]
     for worker in workers:
         worker.start()
     ready.wait()
     started = time.monotonic()
+    ended = _last_end(ends, workers)
     for worker in workers:
         worker.join()
-    ended = time.monotonic()
-    if any(worker.exitcode for worker in workers):
-        raise RuntimeError("an Optuna worker process failed")
     study = optuna.load_study(study_name=name, storage=JournalStorage(JournalFileBackend(path)))
-    done = len(study.get_trials(deepcopy=False))
+    return study, ended - started, ended - started_all
+
+
+def _last_end(ends: Any, workers: Sequence[Any]) -> float:
+    """The latest end time the workers put on ``ends`` (read before they are joined, as
+    multiprocessing asks of a queue a process wrote to).
+
+    Raises:
+        RuntimeError: a worker process failed before putting its time.
+    """
+    times: list[float] = []
+    while len(times) < len(workers):
+        try:
+            times.append(ends.get(timeout=1.0))
+        except queue.Empty:
+            if any(worker.exitcode not in (None, 0) for worker in workers):
+                raise RuntimeError("an Optuna worker process failed") from None
+    return max(times)
+
+
+def run_optuna_journal(trials: int, sleep: float, parallelism: int, folder: str) -> dict[str, Any]:
+    """Optuna's journal storage, one process per worker, ``trials`` in all; its overhead."""
+    objective = functools.partial(_sleep_objective, sleep=sleep)
+    study, search, total = optuna_journal(objective, trials, parallelism, folder)
     ideal = trials * sleep / parallelism
     return {
         "mode": "optuna journal, process per worker",
         "loop": "",
-        "trials": done,
-        "search": ended - started,
-        "total": ended - started_all,
-        "overhead": (ended - started) / ideal - 1.0,
+        "trials": len(study.get_trials(deepcopy=False)),
+        "search": search,
+        "total": total,
+        "overhead": search / ideal - 1.0,
     }
 
 
