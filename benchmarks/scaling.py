@@ -33,7 +33,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -86,8 +86,16 @@ class Objective:
         return float(self._model.train(index, self.epochs, lambda e, a: trial.report(a, e)))
 
 
-def run_ultron(parallelism: int, configs: int, epochs: int, loop: str, storage: str) -> Run:
-    """One job through ``ultron.run``: grid search over the indices ``0 .. configs-1``."""
+def run_ultron(
+    parallelism: int,
+    configs: int,
+    epochs: int,
+    loop: str,
+    storage: str,
+    overrides: Mapping[str, Any] | None = None,
+) -> Run:
+    """One job through ``ultron.run``: grid search over the indices ``0 .. configs-1``;
+    ``overrides``: more spec fields (a test's ``redis_url``)."""
     import ultron
 
     spec = {
@@ -106,7 +114,7 @@ def run_ultron(parallelism: int, configs: int, epochs: int, loop: str, storage: 
         "parallelism": parallelism,
         "storage": storage,
     }
-    result = ultron.run(spec)
+    result = ultron.run(spec, **(overrides or {}))
     if result.cache_hits or len(result.trials) != configs:
         raise RuntimeError(f"ultron ran {len(result.trials)} trials, {result.cache_hits} cached")
     scores = {int(t.hyperparameters["config"]): float(t.score) for t in result.trials}
@@ -269,15 +277,22 @@ def plot(rows: Sequence[dict[str, Any]], path: Path, title: str) -> None:
 
 
 def measure(
-    parallelisms: Sequence[int], modes: Sequence[str], configs: int, epochs: int, out: Path
+    parallelisms: Sequence[int],
+    modes: Sequence[str],
+    configs: int,
+    epochs: int,
+    out: Path,
+    overrides: Mapping[str, Any] | None = None,
 ) -> list[Run]:
-    """Every mode at every P, P outermost (load drifts hit all modes alike)."""
+    """Every mode at every P, P outermost (load drifts hit all modes alike); ``overrides``
+    go to ultron's jobs."""
     runs = []
     for parallelism in parallelisms:
         for mode in modes:
             if mode.startswith("ultron"):
                 loop = mode.split()[1]
-                run = run_ultron(parallelism, configs, epochs, loop, str(out / "jobs"))
+                jobs = str(out / "jobs")
+                run = run_ultron(parallelism, configs, epochs, loop, jobs, overrides)
             elif mode == "optuna threads":
                 run = run_optuna_threads(parallelism, configs, epochs)
             else:
