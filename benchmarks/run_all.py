@@ -7,6 +7,8 @@ as Markdown (``benchmarks/RESULTS.md`` holds the last recorded run).
 from __future__ import annotations
 
 import argparse
+import datetime as dt
+import os
 import platform
 import time
 from pathlib import Path
@@ -28,7 +30,8 @@ def main() -> None:
     ]
     footer = (
         f"\nTotal {time.perf_counter() - started:.0f} s on {platform.machine()} "
-        f"({platform.python_implementation()} {platform.python_version()})."
+        f"({platform.python_implementation()} {platform.python_version()}), "
+        f"{os.cpu_count()} cores, {dt.date.today().isoformat()}."
     )
     print(footer)
     if arguments.out is not None:

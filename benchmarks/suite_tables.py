@@ -9,7 +9,9 @@ over the tasks where both reached the target, of random's time over the method's
 
 from __future__ import annotations
 
+import datetime as dt
 import math
+import os
 import statistics
 from pathlib import Path
 from typing import Any
@@ -224,7 +226,8 @@ def section(suite: dict[str, Any], *, command: str, subset: dict[str, Any] | Non
         "regret (issue 16)",
         "",
         f"Recorded with `{command}` ({s.seeds} seed(s); {cpu / 3600:.1f} CPU hours of simulation "
-        "on the shared 2-core machine). Every run is the real master on the simulated clock "
+        f"on {os.cpu_count()} cores; written {dt.date.today().isoformat()}). Every run is the "
+        "real master on the simulated clock "
         "(`ultron.simulation.simulate_job`), with the method's strategy and stopper (a peer: its "
         "own ask/tell and pruning) on `workers` simulated workers. Target: the "
         f"{s.quantile:g} quantile of {s.reference} random configurations' validation "
