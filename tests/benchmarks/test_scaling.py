@@ -103,13 +103,15 @@ def test_parallelism_without_1_is_refused_before_any_compute(
 
 @pytest.mark.slow
 @pytest.mark.usefixtures("prefect")
-def test_ultron_trains_the_same_configurations_at_p1_and_p2(tmp_path: Path, redis_url: str) -> None:
-    """The whole-job path: grid over the indices, nothing from the score cache, one accuracy
-    per configuration whatever P."""
+def test_an_ultron_job_trains_each_configuration_as_a_plain_call_does(
+    tmp_path: Path, redis_url: str
+) -> None:
+    """The whole-job path: grid over the indices, nothing from the score cache, and each
+    configuration's accuracy equal to training it in this process (one job, P=2)."""
     _needs_training()
-    from benchmarks.scaling import efficiency_rows, measure, same_scores
+    from benchmarks.scaling import run_ultron, scaling_model
 
-    runs = measure([1, 2], ["ultron async"], 3, 1, tmp_path, {"redis_url": redis_url})
-    assert [sorted(run.scores) for run in runs] == [[0, 1, 2], [0, 1, 2]]
-    assert same_scores(runs) == (True, 0.0)
-    assert [row["parallelism"] for row in efficiency_rows(runs)] == [1, 2]
+    run = run_ultron(2, 3, 1, "async", str(tmp_path / "jobs"), {"redis_url": redis_url})
+    train = scaling_model().train
+    assert run.scores == {index: train(index, 1) for index in range(3)}
+    assert 0 < run.search_s <= run.total_s
