@@ -99,19 +99,3 @@ def test_parallelism_without_1_is_refused_before_any_compute(
     assert stopped.value.code == 2
     assert "it must include 1" in capsys.readouterr().err
     assert not (tmp_path / "none").exists()
-
-
-@pytest.mark.slow
-@pytest.mark.usefixtures("prefect")
-def test_an_ultron_job_trains_each_configuration_as_a_plain_call_does(
-    tmp_path: Path, redis_url: str
-) -> None:
-    """The whole-job path: grid over the indices, nothing from the score cache, and each
-    configuration's accuracy equal to training it in this process (one job, P=2)."""
-    _needs_training()
-    from benchmarks.scaling import run_ultron, scaling_model
-
-    run = run_ultron(2, 3, 1, "async", str(tmp_path / "jobs"), {"redis_url": redis_url})
-    train = scaling_model().train
-    assert run.scores == {index: train(index, 1) for index in range(3)}
-    assert 0 < run.search_s <= run.total_s
