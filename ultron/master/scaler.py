@@ -86,9 +86,9 @@ class Scaler:
         """Trials that may run at once now."""
         return min(self.wanted, self.granted)
 
-    def _read(self, *, force: bool = False) -> None:
+    def _read(self) -> None:
         now = time.monotonic()
-        if not force and now - self._read_at < self.read_s:
+        if now - self._read_at < self.read_s:
             return
         self._read_at = now
         asked = requested_parallelism(self.client, self.job_id, namespace=self.namespace)
@@ -108,8 +108,12 @@ class Scaler:
 
     def poll(self, in_flight: int) -> int:
         """Apply what was asked, given ``in_flight`` running trials; returns the trials that may
-        run at once from now on."""
-        self._read(force=True)
+        run at once from now on.
+
+        The asked parallelism is read at most every ``read_s`` seconds, as by :meth:`wake`: the
+        loop polls before every dispatch, and a read each time was a Redis round trip between a
+        freed worker and its next trial."""
+        self._read()
         if self._grow_due():
             self._tried_at = time.monotonic()
             lease, trials = fit_parallelism(

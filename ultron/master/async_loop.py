@@ -1,0 +1,145 @@
+"""The async loop: a new candidate for each worker that frees, the strategy told each result.
+
+A slow trial never leaves workers idle. When a trial returns, the strategy hears its score in
+memory, the next candidate is sampled and submitted, and only then are the row, the strategy's
+calls, the running record and the score cache's entry written
+(:meth:`~ultron.master.core.MasterCore._write_back`): the freed worker waits on the master's
+decision and one score cache lookup, not on its bookkeeping. With early stopping, suspended
+trials resume or stop as the stopper says (:func:`_run_commands`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from ultron.algorithms.space import Config
+from ultron.algorithms.stoppers.base import Decision
+from ultron.master.core import MasterCore
+from ultron.trial_records import TrialResult, TrialStatus
+
+__all__ = ["keep_running"]
+
+
+def keep_running(master: MasterCore) -> bool:
+    """Keep trials running until the budget is spent or a goal reached; whether the
+    strategy ran dry."""
+    run = _AsyncRun(master, launched=len(master.state.trials))
+    run.relaunch_interrupted()
+    while True:
+        master.check()
+        ending = master.watch.check_time()
+        if ending:
+            run.drop_unstarted()
+        master._scale()
+        busy = master.dispatcher.in_flight + len(master._to_start)
+        can_start_new = not ending and not run.exhausted and run.room()
+        for stopped in _run_commands(master, master.settings.parallelism - busy, can_start_new):
+            master._commit([run.pending.pop(stopped.trial_id)], [stopped])
+        run.fill()
+        launching = bool(master._to_start)
+        master._start_launched()
+        if launching or master._unsaved or master._puts:
+            # One write: the running record, the rows just told, and what a restart must not
+            # propose again (the candidates just sampled).
+            master._write_back()
+        if not run.pending:
+            return run.exhausted
+        if master.dispatcher.in_flight:
+            for result in master._finish():
+                master._commit([run.pending.pop(result.trial_id)], [result])
+
+
+@dataclass
+class _AsyncRun:
+    """The async loop's own state: the trials launched and not yet told to the strategy."""
+
+    master: MasterCore
+    launched: int
+    exhausted: bool = False
+    pending: dict[str, Config] = field(default_factory=dict)
+
+    def room(self) -> bool:
+        """Whether the budget allows another trial."""
+        return self.launched < self.master.settings.num_iterations
+
+    def relaunch_interrupted(self) -> None:
+        """The trials running when the previous master died: the same trials, from their last
+        checkpoints."""
+        master = self.master
+        done = {t.trial_id for t in master.state.trials}
+        for trial_id, config in sorted(master.interrupted.items()):
+            if trial_id in done or not self.room():
+                continue
+            self.launched += 1
+            master.state.next_trial = max(master.state.next_trial, int(trial_id) + 1)
+            self.pending[trial_id] = config
+            attempt = master.interrupted_attempts.get(trial_id, 1)
+            master._to_start.append(
+                master.dispatcher.request(trial_id, config, attempt=attempt, resume=True)
+            )
+            if master.driver is not None:
+                master.driver.start_trial(trial_id, config)
+
+    def drop_unstarted(self) -> None:
+        """The time budget ran out: trials of an earlier run not started again never will."""
+        master = self.master
+        for request in master._to_start:
+            self.pending.pop(request.trial_id, None)
+            if master.driver is not None:
+                master.driver.complete(request.trial_id)
+        master._to_start.clear()
+
+    def fill(self) -> None:
+        """Sample a candidate for each free slot; a cached one is answered at once."""
+        master = self.master
+        while (
+            master.watch.end is None
+            and not self.exhausted
+            and self.room()
+            and master.dispatcher.in_flight + len(master._to_start) < master.settings.parallelism
+        ):
+            candidates = master.calls.sample(1)
+            if not candidates:
+                self.exhausted = True
+                return
+            config, trial_id = candidates[0], master._new_id()
+            self.launched += 1
+            answered = master._launch(trial_id, config, master._lookup([config], [trial_id])[0])
+            if answered is not None:
+                master._commit([config], [answered])
+                master.watch.check_target([answered])
+            else:
+                self.pending[trial_id] = config
+                if master.driver is not None:
+                    master.driver.start_trial(trial_id, config)
+
+
+def _run_commands(master: MasterCore, free: int, can_start_new: bool) -> list[TrialResult]:
+    """Resume or stop suspended trials as the stopper says; returns the stopped ones."""
+    driver = master.driver
+    if driver is None or not master._suspended:
+        return []
+    stopped = []
+    commands = driver.poll(free_slots=free, can_start_new=can_start_new)
+    for command in commands if master.watch.end is None else ():  # a goal reached: none resumes
+        last = master._suspended.pop(str(command.trial_id), None)
+        if last is None:
+            continue
+        if command.decision is Decision.RESUME:
+            driver.resume_trial(last.trial_id)
+            config = last.hyperparameters if command.config is None else command.config
+            request = master.dispatcher.request(
+                last.trial_id, config, attempt=last.attempts + 1, resume=True
+            )
+            if command.source is not None:  # PBT's exploit: from the source's checkpoint
+                request = request.exploiting(str(command.source))
+            master._to_start.append(request)
+        else:
+            driver.complete(last.trial_id)
+            stopped.append(replace(last, status=TrialStatus.STOPPED))
+    idle = not stopped and not master.dispatcher.in_flight and not master._to_start
+    if (idle and not can_start_new) or master.watch.end is not None:  # none resumes: end them
+        for trial_id in list(master._suspended):
+            driver.complete(trial_id)
+            stopped.append(replace(master._suspended.pop(trial_id), status=TrialStatus.STOPPED))
+    return stopped
