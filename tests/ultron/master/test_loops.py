@@ -153,3 +153,52 @@ def test_a_rerun_of_a_completed_job_stays_completed(loop: str) -> None:
     ]
     master.run_batch() if loop == "batch" else master.run_async()
     assert [t.status for t in master.state.trials] == [TrialStatus.COMPLETED] * 2
+
+
+class _RowsStore(MemoryStore):
+    """A store that keeps the ids of the rows it was given, in the order written."""
+
+    def __init__(self) -> None:
+        super().__init__("job")
+        self.rows: list[str] = []
+
+    def save(self, state: JobState, new: Any = (), *, logged: Any = None) -> None:
+        super().save(state, new, logged=logged)
+        self.rows.extend(t.trial_id for t in new)
+
+
+class _Ordered(_Recording):
+    """Notes, at each submit, how many trials had returned and how many rows were written."""
+
+    def __init__(self, store: _RowsStore) -> None:
+        super().__init__()
+        self.store = store
+        self.returned = 0
+        self.at_submit: list[tuple[int, int]] = []
+
+    def start(self, *requests: TrialRequest) -> None:
+        self.at_submit.append((self.returned, len(self.store.rows)))
+        super().start(*requests)
+
+    def wait_one(self, wake: Any = None, timeout: float | None = None) -> Any:
+        done = super().wait_one(wake, timeout)
+        self.returned += done is not None
+        return done
+
+
+@pytest.mark.parametrize("loop", ["batch", "async"])
+def test_the_next_trial_is_submitted_before_the_returned_ones_are_written(loop: str) -> None:
+    # Async: the freed worker waits on the master's decision only, the row of the trial that
+    # freed it is written after the next submit. Batch: a round's commit is written before the
+    # next round is sampled (a resume samples that round again). Every row once, none lost.
+    store = _RowsStore()
+    dispatcher = _Ordered(store)
+    master = _master(store, dispatcher)
+    master.settings = SearchSettings(num_iterations=6, parallelism=2)
+    master.run_batch() if loop == "batch" else master.run_async()
+    later = [(returned, rows) for returned, rows in dispatcher.at_submit if returned]
+    if loop == "async":
+        assert later and all(rows < returned for returned, rows in later)
+    else:
+        assert later == [(2, 2), (4, 4)]
+    assert sorted(store.rows) == [f"{i:04d}" for i in range(6)]
