@@ -24,6 +24,9 @@ VERSION = 4
 _COMMON = (
     "ultron/simulation/jobs.py",
     "ultron/master/loops.py",
+    "ultron/master/core.py",
+    "ultron/master/batch_loop.py",
+    "ultron/master/async_loop.py",
     "ultron/master/early_stopping.py",
     "benchmarks/lcbench.py",
     "benchmarks/lcbench_suite.py",
