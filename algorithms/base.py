@@ -6,7 +6,10 @@ Order of calls, made by the master (``tasks/search_loop.py``) and nobody else:
    fewer (or none) means the algorithm has nothing more to propose.
 2. The master scores them (running trials or answering from the score cache).
 3. ``update_state(candidates, scores)`` hands back the same candidates with one score each, in
-   the same order. A failed trial's score is ``nan``; algorithms must tolerate it.
+   the same order. A failed trial's score is ``nan``; algorithms must tolerate it. A job with
+   several objectives or with constraints tells each trial's metrics instead (a dict holding
+   every objective and constraint metric; ``nan`` for a failed trial) to a strategy built with
+   ``objectives`` and ``constraints`` (:mod:`ultron.algorithms.objectives`).
 4. ``state_dict()`` may be called between any two calls; ``load_state_dict`` on a fresh
    instance built with the same arguments must give the same next candidates.
 
@@ -54,6 +57,9 @@ class SearchAlgorithm(ABC):
         search_space: the domains to draw configurations from.
         seed: seed of the algorithm's own ``numpy.random.Generator``.
         direction: whether the objective is minimized or maximized.
+        objectives: the objectives (``Goal``) when the scores told are metric dicts; a
+            strategy that ignores scores (random, grid) takes them as they come.
+        constraints: bounds (``Bound``) on the metrics.
         **options: strategy options from the job spec's ``strategy_options``.
     """
 
@@ -63,6 +69,8 @@ class SearchAlgorithm(ABC):
         *,
         seed: int | None = None,
         direction: Direction | str = Direction.MINIMIZE,
+        objectives: Sequence[Any] = (),
+        constraints: Sequence[Any] = (),
         **options: Any,
     ) -> None:
         if options:
@@ -71,6 +79,8 @@ class SearchAlgorithm(ABC):
         self.search_space = search_space
         self.seed = seed
         self.direction = Direction(direction)
+        self.goals: tuple[Any, ...] = tuple(objectives)
+        self.bounds: tuple[Any, ...] = tuple(constraints)
         self.rng = np.random.default_rng(seed)
 
     @abstractmethod

@@ -38,8 +38,16 @@ class GridSearch(SearchAlgorithm):
         seed: int | None = None,
         direction: Direction | str = Direction.MINIMIZE,
         points: int = 5,
+        objectives: Sequence[Any] = (),
+        constraints: Sequence[Any] = (),
     ) -> None:
-        super().__init__(search_space, seed=seed, direction=direction)
+        super().__init__(
+            search_space,
+            seed=seed,
+            direction=direction,
+            objectives=objectives,
+            constraints=constraints,
+        )
         self._grid = search_space.grid(points)
         if seed is not None:
             order = self.rng.permutation(len(self._grid))

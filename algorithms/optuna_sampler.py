@@ -1,8 +1,14 @@
-"""Any Optuna sampler (TPE, CMA-ES, GP, QMC, random) behind the paper's interface.
+"""Any Optuna sampler (TPE, CMA-ES, GP, QMC, NSGA-II/III, random) behind the paper's interface.
 
 Optuna's ask-and-tell API does the work; this module only maps our domains to Optuna
 distributions, keeps asked trials open until the master scores them (so several candidates may be
 outstanding at once, as in an asynchronous loop) and turns the study into JSON-compatible state.
+
+Several objectives and constraints (``objectives`` and ``constraints``, see
+:mod:`ultron.algorithms.objectives`): the study gets one direction per objective, and each score
+told is then the trial's metrics (a dict; ``nan`` for a failed trial). Constraints reach the
+samplers that handle Optuna's constraints (TPE, NSGA-II, NSGA-III, GP) as one number per side of
+a bound, ``<= 0`` when it holds (Optuna's ``Trial.set_constraint``).
 
 State: every trial of the study (told and still open) plus the sampler, pickled, base64-encoded.
 A fresh instance that loads it rebuilds the study trial by trial and continues identically.
@@ -20,10 +26,11 @@ import logging
 import math
 import pickle
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ultron.algorithms.base import Direction, SearchAlgorithm
+from ultron.algorithms.objectives import Bound, Goal
 from ultron.algorithms.space import (
     Choice,
     Config,
@@ -34,7 +41,19 @@ from ultron.algorithms.space import (
     canonical,
 )
 
-__all__ = ["SAMPLERS", "CmaEsSearch", "GPSearch", "OptunaSearch", "QMCSearch", "TPESearch"]
+__all__ = [
+    "CONSTRAINED_SAMPLERS",
+    "MULTI_OBJECTIVE_SAMPLERS",
+    "SAMPLERS",
+    "CmaEsSearch",
+    "GPSearch",
+    "MOTPESearch",
+    "NSGA2Search",
+    "NSGA3Search",
+    "OptunaSearch",
+    "QMCSearch",
+    "TPESearch",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +64,18 @@ SAMPLERS: dict[str, str] = {
     "gp": "GPSampler",
     "qmc": "QMCSampler",
     "random": "RandomSampler",
+    "nsga2": "NSGAIISampler",
+    "nsga3": "NSGAIIISampler",
 }
+
+# The samplers that handle several objectives, and those that handle constraints.
+MULTI_OBJECTIVE_SAMPLERS = frozenset({"tpe", "nsga2", "nsga3", "random"})
+CONSTRAINED_SAMPLERS = frozenset({"tpe", "nsga2", "nsga3", "gp"})
+
+# The prefix of a constraint value in a trial's system attrs (Optuna's Trial.set_constraint).
+_CONSTRAINT_PREFIX = "constraints:"
+# A bound that cannot be judged (the metric missing) violates by this much: finite, for JSON.
+_UNJUDGED = 1e300
 
 _MAX_REDRAWS = 20
 
@@ -82,7 +112,12 @@ class OptunaSearch(SearchAlgorithm):
         search_space: the domains to draw from.
         seed: seeds the sampler.
         direction: minimize or maximize the score.
-        sampler: ``"tpe"`` (the default), ``"cmaes"``, ``"gp"``, ``"qmc"`` or ``"random"``.
+        sampler: ``"tpe"`` (the default), ``"cmaes"``, ``"gp"``, ``"qmc"``, ``"nsga2"``,
+            ``"nsga3"`` or ``"random"``.
+        objectives: the objectives when the scores told are metric dicts (one direction each;
+            ``direction`` is then unused); empty: each score is one number.
+        constraints: bounds on metrics; the samplers in ``CONSTRAINED_SAMPLERS`` prefer
+            configurations that satisfy them.
         **sampler_options: keyword arguments of the Optuna sampler class, for instance
             ``n_startup_trials=10`` for TPE.
 
@@ -104,10 +139,19 @@ class OptunaSearch(SearchAlgorithm):
         seed: int | None = None,
         direction: Direction | str = Direction.MINIMIZE,
         sampler: str | None = None,
+        objectives: Sequence[Goal] = (),
+        constraints: Sequence[Bound] = (),
         **sampler_options: Any,
     ) -> None:
-        super().__init__(search_space, seed=seed, direction=direction)
+        super().__init__(
+            search_space,
+            seed=seed,
+            direction=direction,
+            objectives=objectives,
+            constraints=constraints,
+        )
         self.sampler_name = self._sampler_name(sampler)
+        _check_goals(self.sampler_name, self.goals, self.bounds)
         self.sampler_options = dict(sampler_options)
         self._distributions = {name: to_optuna_distribution(d) for name, d in search_space.items()}
         self._study = self._new_study(self._new_sampler())
@@ -147,6 +191,9 @@ class OptunaSearch(SearchAlgorithm):
             return cls(seed=self.seed, **options)
 
     def _new_study(self, sampler: Any) -> Any:
+        if self.goals:
+            directions = [goal.direction.value for goal in self.goals]
+            return _import_optuna().create_study(sampler=sampler, directions=directions)
         return _import_optuna().create_study(sampler=sampler, direction=self.direction.value)
 
     def sample_hyperparameter_candidates(self, n: int) -> list[Config]:
@@ -193,29 +240,55 @@ class OptunaSearch(SearchAlgorithm):
         self, hyperparameter_candidates: Sequence[Config], validation_scores: Sequence[float]
     ) -> None:
         for config, score in zip(hyperparameter_candidates, validation_scores, strict=True):
-            self._tell(config, float(score))
+            values, excesses = self._values(score)
+            self._tell(config, values, excesses)
 
-    def _tell(self, config: Config, score: float) -> None:
-        failed = math.isnan(score)
+    def _values(self, score: Any) -> tuple[list[float] | None, dict[str, float]]:
+        """The objective values Optuna is told (``None``: failed) and the constraint values."""
+        if not isinstance(score, Mapping):
+            if self.goals:  # a failed trial is told as nan whatever the objectives
+                return None, {}
+            return (None if math.isnan(float(score)) else [float(score)]), {}
+        values = [_finite(score.get(goal.metric)) for goal in self.goals]
+        if not self.goals or any(v is None for v in values):
+            return None, {}
+        return [float(v) for v in values if v is not None], self._constraint_attrs(score)
+
+    def _constraint_attrs(self, metrics: Mapping[str, Any]) -> dict[str, float]:
+        attrs: dict[str, float] = {}
+        for i, bound in enumerate(self.bounds):
+            sides = [
+                name for name, v in (("low", bound.low), ("high", bound.high)) if v is not None
+            ]
+            for side, excess in zip(sides, bound.excesses(metrics), strict=True):
+                attrs[f"{_CONSTRAINT_PREFIX}{i}:{bound.metric}:{side}"] = min(excess, _UNJUDGED)
+        return attrs
+
+    def _tell(self, config: Config, values: list[float] | None, excesses: dict[str, float]) -> None:
         numbers = self._open.get(canonical(config))
         if not numbers:
             # Scored without being asked (a restored master, a user's seed point): record it.
             params = self.search_space.flatten(self.search_space.project(config))
             trial = _import_optuna().trial.create_trial(
-                state=_trial_state("FAIL" if failed else "COMPLETE"),
-                value=None if failed else score,
+                state=_trial_state("FAIL" if values is None else "COMPLETE"),
+                values=values,
                 params=params,
                 distributions={name: self._distributions[name] for name in params},
+                system_attrs=excesses if values is not None else None,
             )
             self._study.add_trial(trial)
             return
         number = numbers.pop(0)
         if not numbers:
             del self._open[canonical(config)]
-        if failed:
+        if values is None:
             self._study.tell(number, state=_trial_state("FAIL"))
-        else:
-            self._study.tell(number, score)
+            return
+        storage = self._study._storage
+        trial_id = storage.get_trial_id_from_study_id_trial_number(self._study._study_id, number)
+        for key, value in excesses.items():
+            storage.set_trial_system_attr(trial_id, key, value)
+        self._study.tell(number, values)
 
     def state_dict(self) -> dict[str, Any]:
         study = self._study
@@ -247,6 +320,22 @@ def _suggest(trial: Any, name: str, domain: Domain) -> Any:
     return trial.suggest_float(name, domain.low, domain.high, log=isinstance(domain, LogUniform))
 
 
+def _finite(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _check_goals(sampler: str, goals: tuple[Goal, ...], bounds: tuple[Bound, ...]) -> None:
+    if len(goals) > 1 and sampler not in MULTI_OBJECTIVE_SAMPLERS:
+        raise ValueError(
+            f"the {sampler} sampler optimizes one objective, and {len(goals)} were given: "
+            f"use one of {sorted(MULTI_OBJECTIVE_SAMPLERS)}"
+        )
+    if bounds and not goals:
+        raise ValueError("constraints need the objectives (the scores are then metric dicts)")
+
+
 def _require(module: str, what: str) -> None:
     try:
         __import__(module)
@@ -265,7 +354,7 @@ def _trial_to_json(trial: Any) -> dict[str, Any]:
     to_json = _import_optuna().distributions.distribution_to_json
     return {
         "state": trial.state.name,
-        "value": trial.value,
+        "values": trial.values,
         "params": dict(trial.params),
         "distributions": {name: to_json(d) for name, d in trial.distributions.items()},
         "system_attrs": dict(trial.system_attrs),
@@ -288,9 +377,15 @@ def _trial_from_json(data: dict[str, Any]) -> Any:
     if state.name == "RUNNING":
         # create_trial refuses open trials; build the frozen trial with the same fields.
         trial = optuna.trial.create_trial(state=_trial_state("COMPLETE"), value=0.0, **kwargs)
-        trial.state, trial.value, trial.datetime_complete = state, None, None
+        trial.state, trial.values, trial.datetime_complete = state, None, None
         return trial
-    return optuna.trial.create_trial(state=state, value=data["value"], **kwargs)
+    values = data["values"] if "values" in data else _one(data.get("value"))
+    return optuna.trial.create_trial(state=state, values=values, **kwargs)
+
+
+def _one(value: float | None) -> list[float] | None:
+    """A state stored before several objectives (one ``value``) as Optuna's ``values``."""
+    return None if value is None else [value]
 
 
 # The registry's names: each fixes the sampler, so a job spec says ``strategy: cmaes``.
@@ -316,3 +411,23 @@ class QMCSearch(OptunaSearch):
     """Optuna's quasi-Monte Carlo sampler (a Sobol sequence by default)."""
 
     default_sampler = "qmc"
+
+
+class NSGA2Search(OptunaSearch):
+    """Optuna's NSGA-II (Deb et al. 2002): evolution by non-dominated sorting and crowding
+    distance, with constraints (``population_size``: 50 unless set)."""
+
+    default_sampler = "nsga2"
+
+
+class NSGA3Search(OptunaSearch):
+    """Optuna's NSGA-III (Deb and Jain 2014): NSGA-II with reference points, for three or more
+    objectives."""
+
+    default_sampler = "nsga3"
+
+
+class MOTPESearch(OptunaSearch):
+    """Optuna's TPE on several objectives (MOTPE, Ozaki et al. 2020), with constraints."""
+
+    default_sampler = "tpe"

@@ -11,7 +11,14 @@ import importlib
 import re
 from typing import Any
 
-__all__ = ["BUILTIN_STRATEGIES", "is_builtin", "looks_like_dotted_path", "resolve_strategy"]
+__all__ = [
+    "BUILTIN_STRATEGIES",
+    "CONSTRAINED_STRATEGIES",
+    "MULTI_OBJECTIVE_STRATEGIES",
+    "is_builtin",
+    "looks_like_dotted_path",
+    "resolve_strategy",
+]
 
 # Lazy "module:Class" targets, so naming a strategy never imports the others.
 BUILTIN_STRATEGIES: dict[str, str] = {
@@ -24,7 +31,20 @@ BUILTIN_STRATEGIES: dict[str, str] = {
     "optuna": "ultron.algorithms.optuna_sampler:OptunaSearch",
     "reinforce": "ultron.algorithms.reinforce:ReinforceSearch",
     "evolution": "ultron.algorithms.evolution:RegularizedEvolution",
+    "nsga2": "ultron.algorithms.optuna_sampler:NSGA2Search",
+    "nsga3": "ultron.algorithms.optuna_sampler:NSGA3Search",
+    "motpe": "ultron.algorithms.optuna_sampler:MOTPESearch",
 }
+
+# The built-ins that take several objectives (told metric dicts), and those that take
+# constraints: random and grid ignore scores, so both suit them; "optuna" depends on its sampler
+# (``ultron.algorithms.optuna_sampler``).
+MULTI_OBJECTIVE_STRATEGIES = frozenset(
+    {"random", "grid", "tpe", "motpe", "nsga2", "nsga3", "optuna"}
+)
+CONSTRAINED_STRATEGIES = frozenset(
+    {"random", "grid", "tpe", "motpe", "nsga2", "nsga3", "gp", "optuna"}
+)
 
 _DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*([:.][A-Za-z_]\w*)$")
 
