@@ -16,8 +16,10 @@ from prefect.artifacts import (
 )
 from prefect.cache_policies import NONE
 
+from ultron.algorithms.objectives import Bound, Goal
 from ultron.master.goals import EndKind, JobEnd
 from ultron.master.job_state import JobState, JobStatus, JobStore, trial_counts
+from ultron.master.pareto import is_feasible, pareto_trials
 from ultron.master.results import best_trial, leaderboard, write_results
 from ultron.paths import artifact_key, job_results_url, remove_tree, scratch_dir
 from ultron.redis.client import connect
@@ -25,6 +27,7 @@ from ultron.redis.keys import tenant_namespace
 from ultron.reporting import REPORT_FILE, JobFiles, write_job_report
 from ultron.secrets import redact, redacted_spec
 from ultron.spec.job import JobSpec
+from ultron.spec.objectives import job_bounds, job_goals
 from ultron.tasks.acquire_resources import JobResources
 
 __all__ = ["finalize"]
@@ -78,9 +81,13 @@ def finalize(
             logger.warning("could not remove the local checkpoints of %s: %s", job_id, exc)
     url = job_results_url(spec.storage, job_id)
     mode = spec.objective.mode
-    best = best_trial(state.trials, mode)
+    goals, bounds = (job_goals(spec) if spec.objectives else ()), job_bounds(spec)
+    best = best_trial(state.trials, mode, goals=goals, bounds=bounds)
+    front = pareto_trials(state.trials, goals, bounds) if goals else []
     files = write_results(
         url,
+        goals=goals,
+        bounds=bounds,
         trials=state.trials,
         curves=state.curves,
         direction=mode,
@@ -115,7 +122,28 @@ def finalize(
         "files": files,
         "warnings": warnings,
         "unsynced_checkpoints": unsynced,
+        "pareto": [t.trial_id for t in front],
     }
+
+
+def _pareto_text(state: JobState, goals: tuple[Goal, ...], bounds: tuple[Bound, ...]) -> str:
+    """The summary artifact's Pareto front (several objectives) and infeasible count."""
+    text = ""
+    if goals:
+        front = pareto_trials(state.trials, goals, bounds)
+        names = [g.metric for g in goals]
+        text += f"\nPareto front ({len(front)} trials; {', '.join(names)}):\n\n"
+        text += "".join(
+            f"- trial {t.trial_id}: "
+            + ", ".join(f"{n} {t.metrics[n]:.6g}" for n in names)
+            + f" with `{t.hyperparameters}`\n"
+            for t in front
+        )
+    if bounds:
+        scored = [t for t in state.trials if t.status.ok and t.score is not None]
+        bad = sum(not is_feasible(t, bounds) for t in scored)
+        text += f"\nInfeasible trials: {bad} of {len(scored)} scored\n"
+    return text
 
 
 def _end_reason(state: JobState, error: str | None) -> str:
@@ -167,18 +195,22 @@ def _report(spec: JobSpec, job_id: str, url: str, state: JobState) -> dict[str, 
 def _artifacts(
     spec: JobSpec, job_id: str, state: JobState, error: str | None, warnings: list[str]
 ) -> None:
-    board = leaderboard(state.trials, spec.objective.mode)[:_TOP]
+    goals, bounds = (job_goals(spec) if spec.objectives else ()), job_bounds(spec)
+    board = leaderboard(state.trials, spec.objective.mode, goals=goals, bounds=bounds)[:_TOP]
+    metrics = [g.metric for g in goals] + [b.metric for b in bounds]
     rows = [
         {
             "rank": i,
             "trial": t.trial_id,
             spec.objective.metric: t.score,
+            **{m: t.metrics.get(m) for m in metrics},
+            **({"feasible": is_feasible(t, bounds)} if bounds else {}),
             "status": str(t.status),
             **t.hyperparameters,
         }
         for i, t in enumerate(board, 1)
     ]
-    best = board[0] if board else None
+    best = best_trial(state.trials, spec.objective.mode, goals=goals, bounds=bounds)
     text = (
         f"# {spec.name}: {state.status}\n\nEnded: {state.end_reason}\n\n"
         + (f"Trials: {trial_counts(state.trials)}\n\n" if state.trials else "")
@@ -187,6 +219,7 @@ def _artifacts(
             if best
             else "No trial produced a score.\n"
         )
+        + _pareto_text(state, goals, bounds)
         + (f"\nError: `{error}`\n" if error else "")
         + "".join(f"\nWarning: {w}\n" for w in warnings)
     )

@@ -33,6 +33,7 @@ from ultron.redis.client import connect
 from ultron.redis.keys import tenant_namespace
 from ultron.settings import settings
 from ultron.spec.job import JobSpec
+from ultron.spec.objectives import asked_metrics
 from ultron.tasks.acquire_resources import JobResources
 from ultron.tasks.monitor import JobMonitor
 
@@ -67,6 +68,7 @@ def _score_cache(
         model=spec.model,
         seed=spec.seed,
         metric=spec.objective.metric,
+        also=asked_metrics(spec),
         tenant=spec.tenant,
         namespace=namespace,
         data_hash=data_hash,
@@ -181,6 +183,7 @@ def search_loop(
             parallelism=resources.parallelism,
             max_failed_share=spec.max_failed_share,
             tell_stopped=spec.early_stopping is None or spec.early_stopping.tell_stopped,
+            metrics=asked_metrics(spec),
         ),
         strategy=strategy,
         cache=_score_cache(

@@ -102,6 +102,8 @@ class TrialRequest(_Serial):
     exploit_from: str | None = None
     exploit_checkpoint_path: str | None = None
     exploit_checkpoint_url: str | None = None
+    # Several objectives or constraints: the metrics score() must return, each a finite number.
+    metrics: tuple[str, ...] = ()
 
     def exploiting(self, source: str) -> TrialRequest:
         """This attempt, restarting from trial ``source``'s newest checkpoint (PBT's exploit).

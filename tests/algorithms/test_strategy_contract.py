@@ -32,6 +32,9 @@ STRATEGIES: dict[str, dict[str, Any]] = {
     "qmc": {},
     "reinforce": {"learning_rate": 0.2},
     "evolution": {"population_size": 6, "sample_size": 3},
+    "nsga2": {"population_size": 4},
+    "nsga3": {"population_size": 4},
+    "motpe": {"n_startup_trials": 4},
     BYO: {"n_random": 4},
 }
 

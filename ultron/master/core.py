@@ -55,13 +55,19 @@ def _cached(
     )
 
 
-def _score(result: TrialResult) -> float:
-    return float(result.score) if result.status.ok and result.score is not None else math.nan
+def _score(result: TrialResult, metrics: tuple[str, ...] = ()) -> float | dict[str, Any]:
+    """What the strategy is told: the score, or the asked ``metrics`` of several objectives and
+    constraints; ``nan`` for a trial without a score."""
+    if not result.status.ok or result.score is None:
+        return math.nan
+    if metrics:
+        return {name: result.metrics.get(name) for name in metrics}
+    return float(result.score)
 
 
 @dataclass(frozen=True)
 class SearchSettings:
-    """The four numbers of a job spec that the master's loops read.
+    """The settings of a job spec that the master's loops read.
 
     Attributes:
         num_iterations: the budget: how many trials the job scores.
@@ -69,12 +75,15 @@ class SearchSettings:
         max_failed_share: the job fails once more than this share of the budget failed.
         tell_stopped: whether the strategy hears the last score of an early-stopped trial
             (otherwise NaN).
+        metrics: with several objectives or constraints, the metrics the strategy is told for
+            each trial (a dict of them instead of the score); empty: the score.
     """
 
     num_iterations: int
     parallelism: int
     max_failed_share: float = 0.5
     tell_stopped: bool = True
+    metrics: tuple[str, ...] = ()
 
 
 @dataclass
@@ -301,7 +310,9 @@ class MasterCore:
         self.state.trials.extend(results)
         tell_stopped = self.settings.tell_stopped
         scores = [
-            math.nan if r.status is TrialStatus.STOPPED and not tell_stopped else _score(r)
+            math.nan
+            if r.status is TrialStatus.STOPPED and not tell_stopped
+            else _score(r, self.settings.metrics)
             for r in results
         ]
         self.calls.update(candidates, scores)

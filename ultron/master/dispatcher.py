@@ -24,6 +24,7 @@ from ultron.paths import job_results_url, trial_log_url
 from ultron.redis import keys
 from ultron.secrets import redact
 from ultron.spec.job import JobSpec
+from ultron.spec.objectives import asked_metrics
 from ultron.trial_records import TrialRequest, TrialResult, TrialStatus, stored_answer, trial_seed
 from ultron.worker.runner import run_trial
 
@@ -109,6 +110,7 @@ class TrialDispatcher:
             python=self.python,
             code_paths=self.code_paths,
             metric=self.spec.objective.metric,
+            metrics=asked_metrics(self.spec),
             seed=trial_seed(self.spec.seed, config),
             checkpoint_path=os.path.join(self.scratch, "checkpoints", trial_id),
             log_path=os.path.join(self.scratch, "logs", f"trial-{trial_id}.log"),

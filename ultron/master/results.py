@@ -4,7 +4,9 @@ Written by ``finalize`` to ``<storage>/<job_id>/`` through fsspec (a folder by d
 ``leaderboard.csv``, ``best.json``, ``trials.json`` and ``curves.json``, strict JSON
 (:mod:`ultron.strict_json`: a NaN or infinity is written as ``null``). ``best.json`` also
 carries the job's ``status``, ``error`` and ``warnings`` (e.g. checkpoints that never reached the
-store, listed in ``unsynced_checkpoints``).
+store, listed in ``unsynced_checkpoints``). A job with several objectives has its Pareto front in
+``best.json`` (``pareto``) and a ``pareto_rank`` column in the leaderboard; with constraints, each
+trial's row says whether it is ``feasible`` (:mod:`ultron.master.pareto`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ import fsspec
 
 from ultron import strict_json
 from ultron.algorithms.base import Direction
+from ultron.algorithms.objectives import Bound, Goal, losses, nondominated_ranks
 from ultron.errors import ConfigIssue, SpecError, UltronError
+from ultron.master.pareto import is_feasible, pareto_record, ranked_trials
 from ultron.trial_records import TrialResult, TrialStatus
 
 __all__ = [
@@ -33,17 +37,33 @@ __all__ = [
 ]
 
 
-def leaderboard(trials: Sequence[TrialResult], direction: Direction) -> list[TrialResult]:
-    """Trials with a score, best first (ties keep trial order)."""
+def leaderboard(
+    trials: Sequence[TrialResult],
+    direction: Direction,
+    *,
+    goals: Sequence[Goal] = (),
+    bounds: Sequence[Bound] = (),
+) -> list[TrialResult]:
+    """Trials with a score, best first (ties keep trial order); with several objectives
+    (``goals``) or constraints (``bounds``), see :func:`ultron.master.pareto.ranked_trials`."""
+    if len(goals) > 1 or bounds:
+        return ranked_trials(trials, direction, goals, bounds)
     scored = [t for t in trials if t.status.ok and t.score is not None]
     sign = -1.0 if direction is Direction.MAXIMIZE else 1.0
     return sorted(scored, key=lambda t: sign * float(t.score or 0.0))
 
 
-def best_trial(trials: Sequence[TrialResult], direction: Direction) -> TrialResult | None:
-    """The best scored trial, or ``None`` when no trial has a score."""
-    board = leaderboard(trials, direction)
-    return board[0] if board else None
+def best_trial(
+    trials: Sequence[TrialResult],
+    direction: Direction,
+    *,
+    goals: Sequence[Goal] = (),
+    bounds: Sequence[Bound] = (),
+) -> TrialResult | None:
+    """The best scored trial (with constraints: the best feasible one), or ``None`` when no
+    trial has a score (or none is feasible)."""
+    board = leaderboard(trials, direction, goals=goals, bounds=bounds)
+    return board[0] if board and is_feasible(board[0], bounds) else None
 
 
 @dataclass(frozen=True)
@@ -67,6 +87,8 @@ class HPOResult:
             ``trial_id``, ``checkpoint``, ``local_path``, ``store_url`` and ``error``.
         end_reason: why the job ended (``budget: 20 trials``, ``time budget``, ``target
             reached by trial 0007``, ``search space exhausted``, ``cancelled``, ``failed: ...``).
+        pareto: with several objectives, the feasible trials no other one dominates (the
+            Pareto front), in trial order; empty otherwise.
     """
 
     job_id: str
@@ -83,6 +105,7 @@ class HPOResult:
     warnings: list[str] = field(default_factory=list)
     unsynced_checkpoints: list[dict[str, str]] = field(default_factory=list)
     end_reason: str | None = None
+    pareto: list[TrialResult] = field(default_factory=list)
 
     @classmethod
     def from_summary(cls, summary: dict[str, Any]) -> HPOResult:
@@ -102,6 +125,7 @@ class HPOResult:
             warnings=summary.get("warnings", []),
             unsynced_checkpoints=summary.get("unsynced_checkpoints", []),
             end_reason=summary.get("end_reason"),
+            pareto=[t for t in trials if t.trial_id in set(summary.get("pareto") or ())],
         )
 
 
@@ -139,16 +163,38 @@ def _cell(value: Any) -> Any:
     return json.dumps(value, sort_keys=True) if isinstance(value, list | dict) else value
 
 
-def _leaderboard_csv(board: Sequence[TrialResult], metric: str) -> str:
+def _leaderboard_csv(
+    board: Sequence[TrialResult], metric: str, goals: Sequence[Goal], bounds: Sequence[Bound]
+) -> str:
     names = sorted({k for t in board for k in t.hyperparameters})
+    several = [g.metric for g in goals] if len(goals) > 1 else []
+    limited = list(dict.fromkeys(b.metric for b in bounds if b.metric not in several))
+    feasible = [t for t in board if is_feasible(t, bounds)]
+    ranks = nondominated_ranks([losses(t.metrics, goals) for t in feasible]) if several else []
+    rank_of = {id(t): r for t, r in zip(feasible, ranks, strict=True)}
     out = io.StringIO()
     writer = csv.writer(out)
-    writer.writerow(["rank", "trial_id", metric, "status", *names])
+    header = ["rank", "trial_id", *(several or [metric]), *limited, "status"]
+    header += ["pareto_rank"] if several else []
+    header += ["feasible"] if bounds else []
+    writer.writerow([*header, *names])
     for rank, t in enumerate(board, 1):
-        writer.writerow(
-            [rank, t.trial_id, t.score, t.status, *(_cell(t.hyperparameters.get(n)) for n in names)]
-        )
+        values = [t.metrics.get(m) for m in several] or [t.score]
+        row = [rank, t.trial_id, *values, *(t.metrics.get(m) for m in limited), t.status]
+        row += [rank_of.get(id(t), "")] if several else []
+        row += [is_feasible(t, bounds)] if bounds else []
+        writer.writerow([*row, *(_cell(t.hyperparameters.get(n)) for n in names)])
     return out.getvalue()
+
+
+def _trial_rows(trials: Sequence[TrialResult], bounds: Sequence[Bound]) -> list[dict[str, Any]]:
+    """The trial table's rows; with constraints, a scored trial's row says if it is feasible."""
+    rows = [t.to_dict() for t in trials]
+    if bounds:
+        for row, t in zip(rows, trials, strict=True):
+            if t.status.ok and t.score is not None:
+                row["feasible"] = is_feasible(t, bounds)
+    return rows
 
 
 def write_results(
@@ -159,8 +205,13 @@ def write_results(
     direction: Direction,
     metric: str,
     extra: dict[str, Any],
+    goals: Sequence[Goal] = (),
+    bounds: Sequence[Bound] = (),
 ) -> dict[str, str]:
     """Write the result files under ``url``; returns name -> full path.
+
+    ``goals`` (several objectives) and ``bounds`` (constraints) add the Pareto front and
+    feasibility; the best trial is then the best feasible one.
 
     Raises:
         UltronError: the files there hold trials that ``trials`` lacks: they are kept.
@@ -176,10 +227,17 @@ def write_results(
         )
     fs, root = fsspec.core.url_to_fs(url)
     fs.makedirs(root, exist_ok=True)
-    board = leaderboard(trials, direction)
-    best = board[0] if board else None
+    board = leaderboard(trials, direction, goals=goals, bounds=bounds)
+    best = board[0] if board and is_feasible(board[0], bounds) else None
+    several: dict[str, Any] = {}
+    if len(goals) > 1:
+        several["objectives"] = [{"metric": g.metric, "mode": str(g.direction)} for g in goals]
+        several["pareto"] = pareto_record(trials, goals, bounds)
+    if bounds:
+        several["constraints"] = [{"metric": b.metric, "min": b.low, "max": b.high} for b in bounds]
+        several["infeasible_trials"] = [t.trial_id for t in board if not is_feasible(t, bounds)]
     contents = {
-        "leaderboard.csv": _leaderboard_csv(board, metric),
+        "leaderboard.csv": _leaderboard_csv(board, metric, goals, bounds),
         "best.json": strict_json.dumps(
             {
                 "best_config": best.hyperparameters if best else None,
@@ -187,11 +245,12 @@ def write_results(
                 "best_trial": best.trial_id if best else None,
                 "metric": metric,
                 "mode": str(direction),
+                **several,
                 **extra,
             },
             indent=2,
         ),
-        "trials.json": strict_json.dumps([t.to_dict() for t in trials], indent=2),
+        "trials.json": strict_json.dumps(_trial_rows(trials, bounds), indent=2),
         "curves.json": strict_json.dumps(curves),
     }
     files = {}

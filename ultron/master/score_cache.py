@@ -9,7 +9,9 @@ configuration. The key holds the job's tenant too: a tenant's job never reads an
 scores, not even of the same computation (a tenant may not learn what another one trained).
 An entry keeps every metric the trial returned, and answers a job only when it holds that
 job's objective metric, with that metric's value as the score: a model that returns a bare
-float stores only the metric it was run for, so a job with another metric trains it again.
+float stores only the metric it was run for, so a job with another metric trains it again. A
+job with several objectives or constraints asks for all their metrics (``also``): an entry
+lacking any of them answers nothing.
 
 Only completed trials are written; failures are not. A job with ``cache: false`` still
 writes (its scores are as good as any), but is answered only by entries of its own trials:
@@ -25,6 +27,11 @@ Example:
     >>> cache("acc").get_many([{"lr": 0.1}], job_id="j", trial_ids=["0000"])[0]["score"]
     0.75
     >>> cache("f1").get_many([{"lr": 0.1}], job_id="j", trial_ids=["0000"])
+    [None]
+    >>> several = ScoreCache(client, code_hash="c0de", model="pkg.train:Model", seed=0,
+    ...     metric="loss", also=("loss", "latency_ms"), tenant="team-a",
+    ...     namespace="doctest-score-cache")
+    >>> several.get_many([{"lr": 0.1}], job_id="j", trial_ids=["0000"])
     [None]
     >>> cache("loss", model="pkg.train:Other").get_many([{"lr": 0.1}], job_id="j", trial_ids=["0"])
     [None]
@@ -53,6 +60,7 @@ def answer(
     enabled: bool,
     job_id: str,
     trial_id: str,
+    also: Sequence[str] = (),
 ) -> dict[str, Any] | None:
     """What a cache entry answers for trial ``trial_id`` of job ``job_id``, or ``None``.
 
@@ -64,6 +72,8 @@ def answer(
             answers (it finished before the master restarted).
         job_id: the job that asks.
         trial_id: the trial being launched.
+        also: more metrics the job needs (several objectives, constraints); an entry whose
+            metrics lack any of them answers nothing.
 
     Returns:
         The entry with ``score`` set to ``metrics[metric]``, or ``None``.
@@ -80,7 +90,7 @@ def answer(
     if entry is None:
         return None
     metrics = entry.get("metrics") or {}
-    if metric not in metrics:
+    if metric not in metrics or any(name not in metrics for name in also):
         return None
     same_trial = (entry.get("job_id"), entry.get("trial_id")) == (job_id, trial_id)
     if not enabled and not same_trial:
@@ -132,6 +142,9 @@ class ScoreCache:
         seed: the job seed (``JobSpec.seed``); each trial's seed derives from it and the
             configuration (:func:`ultron.trial_records.trial_seed`).
         metric: the job's objective metric (``JobSpec.objective.metric``).
+        also: the metrics of several objectives and constraints
+            (:func:`ultron.spec.objectives.asked_metrics`): an entry answers only when it holds
+            every one.
         tenant: the job's tenant (``JobSpec.tenant``): only its own entries answer it.
         data_hash: the data service's fingerprint (``DataServiceHandle.fingerprint()``), or
             ``None`` for a job without streamed data.
@@ -153,6 +166,7 @@ class ScoreCache:
         seed: int,
         metric: str,
         tenant: str,
+        also: Sequence[str] = (),
         data_hash: str | None = None,
         enabled: bool = True,
         deterministic: bool = False,
@@ -162,6 +176,7 @@ class ScoreCache:
         self.client = client
         self.space = space
         self.metric = metric
+        self.also = tuple(also)
         self.enabled = enabled
         self.key = keys.score_cache(
             code_hash,
@@ -198,6 +213,7 @@ class ScoreCache:
                 enabled=self.enabled,
                 job_id=job_id,
                 trial_id=trial_id,
+                also=self.also,
             )
             for value, trial_id in zip(raw, trial_ids, strict=True)
         ]

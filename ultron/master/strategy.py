@@ -23,6 +23,7 @@ from ultron.algorithms.registry import is_builtin, load_object, resolve_strategy
 from ultron.algorithms.stoppers.base import Stopper
 from ultron.errors import ConfigIssue, SpecError
 from ultron.spec.job import EarlyStopping, JobSpec
+from ultron.spec.objectives import job_bounds, job_goals, uses_metrics
 
 __all__ = ["build_stopper", "build_strategy", "check_options"]
 
@@ -130,15 +131,18 @@ def _bind(
 
 
 def _strategy_kwargs(spec: JobSpec) -> dict[str, Any]:
+    # Several objectives or constraints: the strategy is told metric dicts, and what they mean.
+    told = {"objectives": job_goals(spec), "constraints": job_bounds(spec)}
     return {
         "search_space": spec.space,
         "seed": spec.seed,
         "direction": spec.objective.mode,
+        **(told if uses_metrics(spec) else {}),
         **spec.strategy_options,
     }
 
 
-_INJECTED = ("search_space", "seed", "direction")
+_INJECTED = ("search_space", "seed", "direction", "objectives", "constraints")
 
 
 def _users_kwargs(cls: Callable[..., Any], spec: JobSpec) -> dict[str, Any]:

@@ -59,7 +59,7 @@ class StrategyLog:
             self._unsaved.append(["sample", n])
         return list(self.strategy.sample_hyperparameter_candidates(n))[:n]
 
-    def update(self, candidates: Sequence[Config], scores: Sequence[float]) -> None:
+    def update(self, candidates: Sequence[Config], scores: Sequence[Any]) -> None:
         """Tell the strategy the scores of ``candidates``."""
         if self.recording:
             self._unsaved.append(["update", [dict(c) for c in candidates], list(scores)])

@@ -11,6 +11,7 @@ from typing import Any
 import fsspec
 
 from ultron.algorithms.base import Direction
+from ultron.algorithms.objectives import Bound, Goal
 from ultron.errors import UltronError
 from ultron.trial_records import TrialResult
 
@@ -33,6 +34,18 @@ class JobFiles:
     @property
     def metric(self) -> str:
         return str(self.best.get("metric", "score"))
+
+    @property
+    def goals(self) -> tuple[Goal, ...]:
+        """The job's several objectives (``best.json``'s ``objectives``); empty with one."""
+        entries = self.best.get("objectives") or []
+        return tuple(Goal(e["metric"], Direction(e["mode"])) for e in entries)
+
+    @property
+    def bounds(self) -> tuple[Bound, ...]:
+        """The job's constraints (``best.json``'s ``constraints``)."""
+        entries = self.best.get("constraints") or []
+        return tuple(Bound(e["metric"], e.get("min"), e.get("max")) for e in entries)
 
 
 def read_json(url: str) -> Any:

@@ -1,6 +1,7 @@
 """The HTML report of one job: its leaderboard, best configuration, best score so far, learning
-curves (from ``ultron.report``), the score against each hyper-parameter and, with
-population-based training, each trial's lineage.
+curves (from ``ultron.report``) and the score against each hyper-parameter; with several
+objectives, the Pareto front (a plot of the first two, and a table); with constraints, which
+trials are feasible; with population-based training, each trial's lineage.
 
 Written by ``finalize`` beside the job's result files (``report.html``), and by
 ``ultron report JOB`` for a job that ended before.
@@ -12,8 +13,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ultron.algorithms.base import Direction
+from ultron.algorithms.objectives import Bound, Goal
 from ultron.algorithms.space import canonical
-from ultron.master.results import leaderboard
+from ultron.master.pareto import is_feasible, pareto_trials
+from ultron.master.results import best_trial, leaderboard
 from ultron.reporting import plots
 from ultron.reporting.files import JobFiles, write_files
 from ultron.reporting.html import Page
@@ -33,29 +36,39 @@ def job_report_html(
     direction: Direction,
     metric: str,
     status: str = "",
+    goals: Sequence[Goal] = (),
+    bounds: Sequence[Bound] = (),
 ) -> str:
-    """The report's page.
+    """The report's page; ``goals`` (several objectives) and ``bounds`` (constraints) add the
+    Pareto front and feasibility.
 
     Raises:
         ReportingUnavailable: matplotlib is not installed (the ``report`` extra).
     """
     ordered = sorted(trials, key=lambda t: t.trial_id)
-    board = leaderboard(ordered, direction)
+    board = leaderboard(ordered, direction, goals=goals, bounds=bounds)
+    best = best_trial(ordered, direction, goals=goals, bounds=bounds)
     page = Page(f"HPO job {title}")
     page.paragraph(
         f"{status + ': ' if status else ''}{len(ordered)} trials, {len(board)} scored; "
         f"objective: {direction} {metric}."
     )
-    page.heading("Best configuration")
-    if board:
-        best = board[0]
-        page.table([{"trial": best.trial_id, metric: best.score, **best.hyperparameters}])
+    named = [g.metric for g in goals] + [b.metric for b in bounds]
+    page.heading("Best configuration" + (" (feasible)" if bounds else ""))
+    if best is not None:
+        extra = {m: best.metrics.get(m) for m in named}
+        page.table([{"trial": best.trial_id, metric: best.score, **extra, **best.hyperparameters}])
     else:
-        page.paragraph("No trial produced a score.")
+        page.paragraph("No trial produced a score" + (" within the constraints." if board else "."))
+    if len(goals) > 1:
+        _pareto_section(page, ordered, goals, bounds)
     page.heading(f"Leaderboard (top {_TOP})")
     page.table(
         [
-            {"rank": rank, "trial": t.trial_id, metric: t.score, "status": str(t.status)}
+            {"rank": rank, "trial": t.trial_id, metric: t.score}
+            | {m: t.metrics.get(m) for m in named}
+            | ({"feasible": is_feasible(t, bounds)} if bounds else {})
+            | {"status": str(t.status)}
             | t.hyperparameters
             for rank, t in enumerate(board[:_TOP], 1)
         ]
@@ -99,6 +112,42 @@ def _lineage(page: Page, trials: Sequence[TrialResult]) -> None:
         page.table(rows)
 
 
+def _pareto_section(
+    page: Page, trials: Sequence[TrialResult], goals: Sequence[Goal], bounds: Sequence[Bound]
+) -> None:
+    """The Pareto front: a plot of the first two objectives, and the front's table."""
+    front = pareto_trials(trials, goals, bounds)
+    page.heading(f"Pareto front ({len(front)} trials)")
+    first, second = goals[0], goals[1]
+    scored = [
+        t
+        for t in trials
+        if t.status.ok and all(isinstance(t.metrics.get(g.metric), int | float) for g in goals)
+    ]
+    if len(goals) > 2:
+        page.paragraph(f"The plot shows {first.metric} and {second.metric}, the first two.")
+    ids = {t.trial_id for t in front}
+    if scored:
+        page.image(
+            plots.pareto_front(
+                [(t.metrics[first.metric], t.metrics[second.metric]) for t in scored],
+                front=[t.trial_id in ids for t in scored],
+                feasible=[is_feasible(t, bounds) for t in scored],
+                names=(first.metric, second.metric),
+                directions=(first.direction, second.direction),
+            ),
+            "Pareto front",
+        )
+    page.table(
+        [
+            {"trial": t.trial_id}
+            | {g.metric: t.metrics[g.metric] for g in goals}
+            | t.hyperparameters
+            for t in sorted(front, key=lambda t: first.loss(t.metrics[first.metric]))
+        ]
+    )
+
+
 def _curve_metric(curves: Mapping[str, Sequence[Mapping[str, Any]]], metric: str) -> str:
     """The objective when the reports hold it, else the first metric they report."""
     keys = [k for reports in curves.values() for r in reports for k in r]
@@ -117,5 +166,7 @@ def write_job_report(job: JobFiles, *, title: str | None = None) -> str:
         direction=job.direction,
         metric=job.metric,
         status=str(job.best.get("status", "")),
+        goals=job.goals,
+        bounds=job.bounds,
     )
     return write_files(job.url, {REPORT_FILE: text})[REPORT_FILE]

@@ -23,6 +23,7 @@ __all__ = [
     "best_vs_trials",
     "job_best_so_far",
     "learning_curves",
+    "pareto_front",
     "require_matplotlib",
     "score_vs_hyperparameters",
 ]
@@ -171,6 +172,66 @@ def learning_curves(curves: Mapping[str, Sequence[Mapping[str, Any]]], metric: s
     ax.xaxis.get_major_locator().set_params(integer=True)
     if 0 < len(curves) <= 12:
         ax.legend(loc="best", fontsize="small", title="trial")
+    return _png(fig)
+
+
+def pareto_front(
+    points: Sequence[tuple[float, float]],
+    *,
+    front: Sequence[bool],
+    feasible: Sequence[bool],
+    names: tuple[str, str],
+    directions: tuple[Direction, Direction],
+    true_front: Sequence[tuple[float, float]] = (),
+) -> bytes:
+    """Two objectives of every scored trial: the Pareto front (joined as the staircase it
+    dominates), the other feasible trials, and the infeasible ones (crosses).
+
+    Args:
+        points: each trial's two objective values, as measured (not as losses).
+        front: whether each trial is on the Pareto front.
+        feasible: whether each trial satisfies the constraints.
+        names: the two metrics.
+        directions: whether each is minimized or maximized (an axis label says which).
+        true_front: a known front to draw for comparison (benchmarks, toy problems).
+    """
+    words = {Direction.MINIMIZE: "lower is better", Direction.MAXIMIZE: "higher is better"}
+    fig, ax = _axes(
+        "Pareto front",
+        f"{names[0]} ({words[directions[0]]})",
+        f"{names[1]} ({words[directions[1]]})",
+    )
+    groups = {
+        "other feasible trials": [
+            p for p, f, ok in zip(points, front, feasible, strict=True) if ok and not f
+        ],
+        "infeasible trials": [p for p, ok in zip(points, feasible, strict=True) if not ok],
+    }
+    styles = {
+        "other feasible trials": {"color": "tab:gray", "marker": "o", "s": 16},
+        "infeasible trials": {"color": "tab:red", "marker": "x", "s": 22},
+    }
+    for label, group in groups.items():
+        if group:
+            ax.scatter(*zip(*group, strict=True), label=f"{label} ({len(group)})", **styles[label])
+    if true_front:
+        ax.plot(
+            *zip(*true_front, strict=True), color="tab:green", linewidth=1.0, label="true front"
+        )
+    best = sorted(p for p, f in zip(points, front, strict=True) if f)
+    if best:
+        # The staircase bounds what the front dominates: it holds each value onwards when
+        # the first objective is minimized, and up to it when maximized.
+        step = "post" if directions[0] is Direction.MINIMIZE else "pre"
+        ax.step(*zip(*best, strict=True), where=step, color="tab:blue", linewidth=1.2)
+        ax.scatter(
+            *zip(*best, strict=True),
+            color="tab:blue",
+            s=30,
+            zorder=3,
+            label=f"Pareto front ({len(best)})",
+        )
+    ax.legend(loc="best", fontsize="small")
     return _png(fig)
 
 

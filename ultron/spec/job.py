@@ -35,6 +35,13 @@ from ultron.spec.budget import MAX_ITERATIONS, Budget
 from ultron.spec.cluster import ClusterSpec, LocalCluster
 from ultron.spec.conditions import check_conditions
 from ultron.spec.execution import Execution, check_execution
+from ultron.spec.objectives import (
+    Constraint,
+    ObjectiveEntry,
+    check_constraints,
+    check_objectives,
+    mirror_first_objective,
+)
 from ultron.spec.paper import PAPER_KEY_NAMES, from_paper
 from ultron.spec.sections import EarlyStopping, Objective, Resources
 from ultron.spec.space import (
@@ -68,7 +75,20 @@ MAX_TIMEOUT_S = 30 * 24 * 3600  # 30 days, for trial_timeout and acquire_timeout
 MAX_SEED = 2**63 - 1
 
 StrategyName = Annotated[
-    Literal["random", "grid", "tpe", "cmaes", "gp", "qmc", "optuna", "reinforce", "evolution"],
+    Literal[
+        "random",
+        "grid",
+        "tpe",
+        "cmaes",
+        "gp",
+        "qmc",
+        "optuna",
+        "reinforce",
+        "evolution",
+        "nsga2",
+        "nsga3",
+        "motpe",
+    ],
     Field(title="Built-in"),
 ]
 """The built-in strategies (``ultron.algorithms.registry``; a test keeps the two in step)."""
@@ -174,6 +194,16 @@ class JobSpec(Strict):
         "parallelism.",
     )
     objective: Objective = Field(default_factory=Objective, description="Metric and direction.")
+    objectives: list[ObjectiveEntry] | None = Field(
+        default=None,
+        description="Several objectives (at least 2): the job finds their Pareto front "
+        "(ultron.spec.objectives); score() returns a dict holding each.",
+    )
+    constraints: list[Constraint] = Field(
+        default_factory=list,
+        description="Bounds on metrics score() returns ({metric, min, max}): trials outside "
+        "them are marked infeasible and never the best.",
+    )
     resources: Resources = Field(default_factory=Resources, description="Per-trial resources.")
     cluster: ClusterSpec = Field(
         default_factory=LocalCluster,
@@ -247,6 +277,10 @@ class JobSpec(Strict):
         if issues:
             raise rule_error(issues[0].rule, issues[0].fix)
         return mapped
+
+    _first_objective = model_validator(mode="before")(mirror_first_objective)
+    _objectives = field_validator("objectives")(check_objectives)
+    _constraints = field_validator("constraints")(check_constraints)
 
     @model_validator(mode="before")
     @classmethod

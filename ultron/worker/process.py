@@ -154,6 +154,20 @@ def _objective(value: Any, metric: str) -> tuple[float, dict[str, Any]]:
     return metrics[metric], metrics
 
 
+def _asked(value: Any, metrics: dict[str, Any], asked: Sequence[str]) -> None:
+    """Several objectives or constraints: ``score`` returned each asked metric as a finite
+    number; a ValueError names the first that is missing or unusable."""
+    for name in asked:
+        if not isinstance(value, Mapping) or name not in value:
+            got = sorted(map(str, value)) if isinstance(value, Mapping) else "a bare number"
+            raise ValueError(
+                f"score() returned no {name!r} (got {got}); the job's objectives and "
+                f"constraints need {', '.join(map(repr, asked))}. Fix: return a dict holding "
+                "each of them, e.g. {" + ", ".join(f"{n!r}: ..." for n in asked) + "}"
+            )
+        metrics[name] = _real(value[name], f"score() returned {name!r}:", name)
+
+
 def _kind(value: Any) -> str:
     """The type's name as a user reads it: ``str``, ``numpy.bool``, ``torch.Tensor``."""
     kind = type(value)
@@ -286,6 +300,7 @@ def run_one(
             dict(request["hyperparameters"]), request["checkpoint_path"], bool(request["resume"])
         )
         out["score"], metrics = _objective(value, request["metric"])
+        _asked(value, metrics, request.get("metrics") or ())
         out["metrics"], out["notes"] = _recordable(metrics)
     except (Exception, SystemExit) as exc:  # whatever the user's code raises is recorded
         if _is_out_of_memory(exc):
