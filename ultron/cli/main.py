@@ -181,6 +181,13 @@ def run_job(job: Any, job_id: str, *, hint: str, verbose: bool, restarts: int) -
     console.print(_leaderboard(result, metric))
     console.print(f"[bold green]best {metric}[/]: {result.best_score}")
     console.print(f"[bold green]best configuration[/]: {result.best_config}")
+    if result.pareto:  # several objectives: the trade-offs, not one best
+        names = [entry.metric for entry in job.objectives or []]
+        front = "; ".join(
+            f"{t.trial_id}: " + ", ".join(f"{n} {t.metrics.get(n)}" for n in names)
+            for t in result.pareto
+        )
+        console.print(f"[bold green]Pareto front[/] ({len(result.pareto)} trials): {escape(front)}")
     console.print(
         f"job {escape(job_id)} {escape(result.status)}"
         + (f" ({escape(result.end_reason)})" if result.end_reason else "")

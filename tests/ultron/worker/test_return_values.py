@@ -254,3 +254,20 @@ def test_a_non_finite_extra_is_recorded_as_null_with_a_note_and_the_files_are_st
     )
     assert len(strict_json_files(tmp_path / "results")) == 3
     assert json.loads(Path(files["curves.json"]).read_text())["0000"][0]["loss"] is None
+
+
+def test_several_objectives_need_every_asked_metric_as_a_number() -> None:
+    from ultron.worker.process import _asked
+
+    value = {"accuracy": 0.9, "latency_ms": np.float32(12.5), "memory_mb": "big"}
+    metrics: dict[str, Any] = {}
+    _asked(value, metrics, ("accuracy", "latency_ms"))
+    assert metrics == {"accuracy": 0.9, "latency_ms": 12.5}
+    with pytest.raises(ValueError) as missing:
+        _asked({"accuracy": 0.9}, {}, ("accuracy", "latency_ms"))
+    assert "score() returned no 'latency_ms'" in str(missing.value)
+    assert "Fix: return a dict holding each" in str(missing.value)
+    with pytest.raises(ValueError, match="bare number"):
+        _asked(0.9, {}, ("accuracy", "latency_ms"))
+    with pytest.raises(ValueError, match="not text"):
+        _asked(value, {}, ("memory_mb",))
