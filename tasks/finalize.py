@@ -20,7 +20,7 @@ from ultron.algorithms.objectives import Bound, Goal
 from ultron.master.goals import EndKind, JobEnd
 from ultron.master.job_state import JobState, JobStatus, JobStore, trial_counts
 from ultron.master.pareto import is_feasible, pareto_trials
-from ultron.master.results import best_trial, leaderboard, write_results
+from ultron.master.results import best_trial, leaderboard, objectives_record, write_results
 from ultron.paths import artifact_key, job_results_url, remove_tree, scratch_dir
 from ultron.redis.client import connect
 from ultron.redis.keys import tenant_namespace
@@ -176,6 +176,7 @@ def _report(spec: JobSpec, job_id: str, url: str, state: JobState) -> dict[str, 
     """Write the job's HTML report and link it from the flow run; a report that cannot be
     written (no matplotlib: the ``report`` extra) is a warning, never a failed job."""
     about = {"job_id": job_id, "status": str(state.status), "metric": spec.objective.metric}
+    about.update(objectives_record(job_goals(spec) if spec.objectives else (), job_bounds(spec)))
     job = JobFiles(url, {**about, "mode": str(spec.objective.mode)}, state.trials, state.curves)
     try:
         path = write_job_report(job, title=f"{spec.name} ({job_id})")

@@ -32,6 +32,7 @@ __all__ = [
     "best_trial",
     "check_no_foreign_results",
     "leaderboard",
+    "objectives_record",
     "recorded_trial_ids",
     "write_results",
 ]
@@ -187,6 +188,17 @@ def _leaderboard_csv(
     return out.getvalue()
 
 
+def objectives_record(goals: Sequence[Goal], bounds: Sequence[Bound]) -> dict[str, Any]:
+    """Several objectives and constraints as ``best.json`` holds them (read back by
+    ``ultron.reporting.files.JobFiles``); empty for one objective without constraints."""
+    record: dict[str, Any] = {}
+    if len(goals) > 1:
+        record["objectives"] = [{"metric": g.metric, "mode": str(g.direction)} for g in goals]
+    if bounds:
+        record["constraints"] = [{"metric": b.metric, "min": b.low, "max": b.high} for b in bounds]
+    return record
+
+
 def _trial_rows(trials: Sequence[TrialResult], bounds: Sequence[Bound]) -> list[dict[str, Any]]:
     """The trial table's rows; with constraints, a scored trial's row says if it is feasible."""
     rows = [t.to_dict() for t in trials]
@@ -229,12 +241,10 @@ def write_results(
     fs.makedirs(root, exist_ok=True)
     board = leaderboard(trials, direction, goals=goals, bounds=bounds)
     best = board[0] if board and is_feasible(board[0], bounds) else None
-    several: dict[str, Any] = {}
+    several = objectives_record(goals, bounds)
     if len(goals) > 1:
-        several["objectives"] = [{"metric": g.metric, "mode": str(g.direction)} for g in goals]
         several["pareto"] = pareto_record(trials, goals, bounds)
     if bounds:
-        several["constraints"] = [{"metric": b.metric, "min": b.low, "max": b.high} for b in bounds]
         several["infeasible_trials"] = [t.trial_id for t in board if not is_feasible(t, bounds)]
     contents = {
         "leaderboard.csv": _leaderboard_csv(board, metric, goals, bounds),
