@@ -22,7 +22,7 @@ Example:
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
@@ -35,9 +35,6 @@ from ultron.algorithms.registry import (
     is_builtin,
 )
 from ultron.spec.space import Strict, not_a_bool, rule_error
-
-if TYPE_CHECKING:
-    from ultron.spec.job import JobSpec
 
 __all__ = [
     "Constraint",
@@ -208,19 +205,31 @@ def check_constraints(value: list[Constraint], info: ValidationInfo) -> list[Con
     return value
 
 
-def job_goals(spec: JobSpec) -> tuple[Goal, ...]:
+class _Objectives(Protocol):
+    """What the helpers below read of a ``JobSpec`` (named so, since job.py imports this
+    module)."""
+
+    @property
+    def objective(self) -> Any: ...
+    @property
+    def objectives(self) -> list[ObjectiveEntry] | None: ...
+    @property
+    def constraints(self) -> list[Constraint]: ...
+
+
+def job_goals(spec: _Objectives) -> tuple[Goal, ...]:
     """The job's objectives: its ``objectives``, or its one ``objective``."""
     if spec.objectives:
         return tuple(entry.goal for entry in spec.objectives)
     return (Goal(spec.objective.metric, spec.objective.mode),)
 
 
-def job_bounds(spec: JobSpec) -> tuple[Bound, ...]:
+def job_bounds(spec: _Objectives) -> tuple[Bound, ...]:
     """The job's constraints as bounds."""
     return tuple(constraint.bound for constraint in spec.constraints)
 
 
-def asked_metrics(spec: JobSpec) -> tuple[str, ...]:
+def asked_metrics(spec: _Objectives) -> tuple[str, ...]:
     """The metrics every trial must return, each a finite number: empty for a job with one
     objective and no constraints (its score may be a bare float)."""
     if not spec.objectives and not spec.constraints:
@@ -229,6 +238,6 @@ def asked_metrics(spec: JobSpec) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
-def uses_metrics(spec: JobSpec) -> bool:
+def uses_metrics(spec: _Objectives) -> bool:
     """Whether the strategy is told each trial's metrics (several objectives or constraints)."""
     return bool(asked_metrics(spec))
