@@ -28,6 +28,7 @@ from ultron.master.results import best_trial, leaderboard
 from ultron.paths import artifact_key
 from ultron.secrets import redact
 from ultron.spec.job import JobSpec
+from ultron.spec.objectives import job_bounds, job_goals
 from ultron.trial_records import TrialResult
 
 __all__ = ["JobMonitor", "leaderboard_rows"]
@@ -37,16 +38,21 @@ _TOP = 10
 
 
 def leaderboard_rows(trials: list[TrialResult], spec: JobSpec) -> list[dict[str, Any]]:
-    """The top trials as rows of a table: rank, trial, the objective, status, configuration."""
+    """The top trials as rows of a table: rank, trial, the objective (each of several, and
+    each constrained metric), status, configuration."""
+    goals, bounds = (job_goals(spec) if spec.objectives else ()), job_bounds(spec)
+    named = [g.metric for g in goals] + [b.metric for b in bounds]
+    board = leaderboard(trials, spec.objective.mode, goals=goals, bounds=bounds)
     return [
         {
             "rank": rank,
             "trial": t.trial_id,
             spec.objective.metric: t.score,
+            **{m: t.metrics.get(m) for m in named},
             "status": str(t.status),
             **t.hyperparameters,
         }
-        for rank, t in enumerate(leaderboard(trials, spec.objective.mode)[:_TOP], 1)
+        for rank, t in enumerate(board[:_TOP], 1)
     ]
 
 
@@ -64,7 +70,8 @@ class JobMonitor:
         self.job_id = job_id
         self.done = len(state.trials)
         self.trials: list[TrialResult] = list(state.trials)
-        self.best = best_trial(state.trials, spec.objective.mode)
+        self._bounds = job_bounds(spec)  # the best shown so far is a feasible trial
+        self.best = best_trial(state.trials, spec.objective.mode, bounds=self._bounds)
         self.every_s = every_s
         self._lock = threading.Lock()
         self._changed = threading.Event()
@@ -90,7 +97,8 @@ class JobMonitor:
                 self.done += 1
                 self.trials.append(last)
                 mode = self.spec.objective.mode
-                self.best = best_trial([t for t in (self.best, last) if t], mode)
+                seen = [t for t in (self.best, last) if t]
+                self.best = best_trial(seen, mode, bounds=self._bounds)
         best = self.best
         emit(
             ProgressEvent(

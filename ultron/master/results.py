@@ -172,7 +172,7 @@ def _leaderboard_csv(
     limited = list(dict.fromkeys(b.metric for b in bounds if b.metric not in several))
     feasible = [t for t in board if is_feasible(t, bounds)]
     ranks = nondominated_ranks([losses(t.metrics, goals) for t in feasible]) if several else []
-    rank_of = {id(t): r for t, r in zip(feasible, ranks, strict=True)}
+    rank_of = {id(t): r for t, r in zip(feasible, ranks, strict=True)} if several else {}
     out = io.StringIO()
     writer = csv.writer(out)
     header = ["rank", "trial_id", *(several or [metric]), *limited, "status"]

@@ -95,8 +95,8 @@ class Constraint(Strict):
     table and marked, never the best)."""
 
     metric: str = Field(description="Name of a metric that score() returns in its dict.")
-    min: float | None = Field(default=None, strict=False, description="Lowest feasible value.")
-    max: float | None = Field(default=None, strict=False, description="Highest feasible value.")
+    min: float | None = Field(default=None, strict=True, description="Lowest feasible value.")
+    max: float | None = Field(default=None, strict=True, description="Highest feasible value.")
 
     _name = field_validator("metric")(_metric_name)
     _numbers_not_bool = field_validator("min", "max", mode="before")(not_a_bool)
