@@ -54,18 +54,25 @@ def validate(spec: SpecArg) -> None:
     )
 
 
-def _leaderboard(result: Any, metric: str, top: int = 10) -> Table:
+def _leaderboard(result: Any, metric: str, top: int = 10, job: Any = None) -> Table:
+    from ultron.master.pareto import is_feasible
     from ultron.master.results import leaderboard
+    from ultron.spec.objectives import job_bounds, job_goals
 
-    board = leaderboard(result.trials, result.direction)[:top]
+    goals = job_goals(job) if job is not None and job.objectives else ()
+    bounds = job_bounds(job) if job is not None else ()
+    board = leaderboard(result.trials, result.direction, goals=goals, bounds=bounds)[:top]
     table = Table(title=f"Leaderboard (top {len(board)} of {len(result.trials)} trials)")
-    for name in ("rank", "trial", metric, "status", "hyperparameters"):
+    columns = ["rank", "trial", metric, *(g.metric for g in goals[1:])]
+    for name in [*columns, *(["feasible"] if bounds else []), "status", "hyperparameters"]:
         table.add_column(name)
     for rank, t in enumerate(board, 1):
         table.add_row(
             str(rank),
             t.trial_id,
             f"{t.score:.6g}",
+            *(f"{t.metrics.get(g.metric, float('nan')):.6g}" for g in goals[1:]),
+            *([str(is_feasible(t, bounds))] if bounds else []),
             str(t.status),
             ", ".join(f"{k}={v}" for k, v in t.hyperparameters.items()),
         )
@@ -178,13 +185,14 @@ def run_job(job: Any, job_id: str, *, hint: str, verbose: bool, restarts: int) -
     with logs_to(log_path, verbose=verbose):
         result = _follow_job(job, job_id, hint=hint, where=where, log_path=log_path)
     metric = job.objective.metric
-    console.print(_leaderboard(result, metric))
+    console.print(_leaderboard(result, metric, job=job))
     console.print(f"[bold green]best {metric}[/]: {result.best_score}")
     console.print(f"[bold green]best configuration[/]: {result.best_config}")
     if result.pareto:  # several objectives: the trade-offs, not one best
         names = [entry.metric for entry in job.objectives or []]
         front = "; ".join(
-            f"{t.trial_id}: " + ", ".join(f"{n} {t.metrics.get(n)}" for n in names)
+            f"{t.trial_id}: "
+            + ", ".join(f"{n} {t.metrics.get(n, float('nan')):.6g}" for n in names)
             for t in result.pareto
         )
         console.print(f"[bold green]Pareto front[/] ({len(result.pareto)} trials): {escape(front)}")
