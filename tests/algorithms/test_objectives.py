@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from typing import Any
 
 import pytest
 
@@ -20,7 +21,14 @@ from ultron.algorithms.objectives import (
 )
 from ultron.algorithms.optuna_sampler import OptunaSearch
 from ultron.algorithms.registry import resolve_strategy
-from ultron.algorithms.space import SearchSpace, Uniform
+from ultron.algorithms.space import (
+    Choice,
+    Conditional,
+    IntRange,
+    Repeated,
+    SearchSpace,
+    Uniform,
+)
 
 GOALS = (Goal("acc", Direction.MAXIMIZE), Goal("ms"))
 MEMORY = (Bound("mb", high=2000.0),)
@@ -84,3 +92,56 @@ def test_constraint_values_reach_optunas_constrained_samplers() -> None:
 def test_a_sampler_of_one_objective_refuses_several() -> None:
     with pytest.raises(ValueError, match="optimizes one objective"):
         OptunaSearch(SPACE, sampler="cmaes", objectives=GOALS)
+
+
+CONDITIONAL = SearchSpace(
+    {
+        "optimizer": Choice(("adam", "sgd")),
+        "momentum": Conditional(Uniform(0.0, 0.99), when={"optimizer": "sgd"}),
+        "w": Uniform(0.0, 1.0),
+        "layers": Repeated(1, 3, {"width": IntRange(8, 64)}),
+    }
+)
+
+
+def _conditional_metrics(config: dict[str, Any]) -> dict[str, float]:
+    widths = sum(layer["width"] for layer in config["layers"])
+    acc = config["w"] + config.get("momentum", 0.0) + widths / 200
+    return {"acc": acc, "ms": 10 + widths, "mb": 200 + 3000 * config["w"]}
+
+
+@pytest.mark.parametrize(
+    ("name", "options"),
+    [("nsga2", {"population_size": 4}), ("motpe", {"n_startup_trials": 4})],
+)
+def test_several_objectives_in_a_conditional_space_ask_only_active_parameters(
+    name: str, options: dict[str, Any]
+) -> None:
+    def make() -> OptunaSearch:
+        cls = resolve_strategy(name)
+        return cls(  # type: ignore[no-any-return]
+            CONDITIONAL, seed=1, objectives=GOALS, constraints=MEMORY, **options
+        )
+
+    algo = make()
+    for _ in range(6):  # past the start-up trials: crossover / the model propose too
+        batch = algo.sample_hyperparameter_candidates(3)
+        algo.update_state(batch, [_conditional_metrics(c) for c in batch])
+    told = {"optimizer": "adam", "momentum": 0.5, "w": 0.2, "layers": [{"width": 9}]}
+    algo.update_state([told], [_conditional_metrics(told)])  # never asked: inactive left out
+    proposed = algo.sample_hyperparameter_candidates(4)
+    for config in proposed:
+        active = {"optimizer", "w", "layers"} | (
+            {"momentum"} if config["optimizer"] == "sgd" else set()
+        )
+        assert set(config) == active and CONDITIONAL.contains(config), config
+    for trial in algo._study.trials:  # Optuna holds exactly each trial's active parameters
+        config = CONDITIONAL.nest(dict(trial.params))
+        assert dict(trial.params) == CONDITIONAL.flatten(CONDITIONAL.project(config))
+    assert any(len(t.values or ()) == 2 for t in algo._study.trials)
+    told_trial = [t for t in algo._study.trials if t.params.get("w") == 0.2]
+    assert told_trial and "momentum" not in told_trial[-1].params
+    state = json.loads(json.dumps(algo.state_dict()))
+    again = make()
+    again.load_state_dict(state)
+    assert again.sample_hyperparameter_candidates(2) == algo.sample_hyperparameter_candidates(2)

@@ -11,6 +11,12 @@ the strategy these as one ``update_state`` call before its first ``sample`` (the
 the strategy's checkpoint, so a restarted master does not tell them twice), and stores what it
 told in the job's record (:meth:`WarmStartPrior.note`).
 
+A job with several objectives or constraints (:func:`ultron.spec.objectives.asked_metrics`)
+is told each earlier trial's metric dict, as it is told its own trials' metrics: every asked
+metric a finite number of that trial (its score for the earlier job's own objective metric).
+A trial without one of them (a single-objective earlier job that never reported latency, say)
+is dropped with the metric named: a missing metric is never filled in.
+
 The earlier scores are a prior only, whatever changed (the space, the data, the strategy):
 they are never rows of the new job's trial table, never answers of its score cache and never
 its results, and they take nothing of its budget. The score cache still answers a
@@ -46,6 +52,7 @@ from ultron.master.overview import find_job
 from ultron.redis import keys
 from ultron.redis.tenants import is_no_permission
 from ultron.spec.job import JobSpec
+from ultron.spec.objectives import asked_metrics, mirror_first_objective
 from ultron.trial_records import TrialResult, TrialStatus
 
 __all__ = ["WarmStartPrior", "check_sources", "prior_of", "read_prior"]
@@ -63,7 +70,8 @@ class WarmStartPrior:
     Attributes:
         jobs: the earlier jobs, as the spec names them.
         configs: the configurations to tell, each inside the new space.
-        scores: their scores (the new job's objective metric), in the same order.
+        scores: their scores (the new job's objective metric), in the same order; with
+            several objectives or constraints, each a dict of the asked metrics.
         projected: how many of ``configs`` were changed to fit the new space.
         dropped: earlier finished trials not told: they cannot fit, or lack the metric.
         unfinished: earlier trials with no full score (failed, stopped early): never told.
@@ -72,7 +80,7 @@ class WarmStartPrior:
 
     jobs: list[str]
     configs: list[Config] = field(default_factory=list)
-    scores: list[float] = field(default_factory=list)
+    scores: list[float | dict[str, float]] = field(default_factory=list)
     projected: int = 0
     dropped: int = 0
     unfinished: int = 0
@@ -169,9 +177,17 @@ def read_prior(client: Any, spec: JobSpec, job_id: str) -> WarmStartPrior:
             key=lambda t: t.trial_id,
         )
         stored = store.stored_spec()
-        objective = (stored.spec.get("objective") or {}) if stored else {}
+        # A spec stored with objectives only: its score is the first one's (as it validated).
+        raw = mirror_first_objective(stored.spec) if stored else {}
+        objective = raw.get("objective") or {}
         metrics[source] = str(objective.get("metric") or "score")
-    return prior_of(tables, spec.space, metric=spec.objective.metric, source_metrics=metrics)
+    return prior_of(
+        tables,
+        spec.space,
+        metric=spec.objective.metric,
+        source_metrics=metrics,
+        metrics=asked_metrics(spec),
+    )
 
 
 def prior_of(
@@ -180,36 +196,59 @@ def prior_of(
     *,
     metric: str,
     source_metrics: Mapping[str, str] | None = None,
+    metrics: Sequence[str] = (),
 ) -> WarmStartPrior:
     """The prior from earlier jobs' trial tables (job id -> rows), for a job over ``space``
     that optimizes ``metric``.
 
     A row's ``score`` is its job's objective metric (``source_metrics``, by job id; default:
-    ``metric``); another metric is read from its ``metrics``.
+    ``metric``); another metric is read from its ``metrics``. With ``metrics`` (several
+    objectives or constraints: the metrics each trial must return), each score told is the
+    dict of those metrics, and a row lacking a finite value of any of them is dropped.
+
+    Example:
+        >>> from ultron.algorithms.space import SearchSpace, Uniform
+        >>> from ultron.trial_records import TrialResult, TrialStatus
+        >>> old = [TrialResult("0000", {"lr": 0.1}, TrialStatus.COMPLETED, score=0.9)]
+        >>> prior = prior_of({"old": old}, SearchSpace({"lr": Uniform(0.0, 0.5)}),
+        ...                  metric="score", metrics=("score", "latency_ms"))
+        >>> prior.configs, prior.why_dropped
+        ([], ["old/0000: it has no finite value of the metric 'latency_ms'"])
     """
     prior = WarmStartPrior(jobs=list(tables))
     for source, trials in tables.items():
         examples = 0
+        own = (source_metrics or {}).get(source, metric)
         for trial in trials:
             if trial.status not in _TOLD:
                 prior.unfinished += 1
                 continue
-            own = (source_metrics or {}).get(source, metric)
-            value = _number(trial.score if own == metric else trial.metrics.get(metric))
+            names = tuple(metrics) or (metric,)
+            values = {name: _value(trial, name, own) for name in names}
+            missing = [name for name, value in values.items() if value is None]
             fitted = project(trial.hyperparameters, space)
             why = fitted.why
-            if value is None:
-                why = f"it has no finite value of the metric {metric!r}"
-            if fitted.config is None or value is None:
+            if missing:
+                why = f"it has no finite value of the metric {missing[0]!r}"
+            if fitted.config is None or missing:
                 prior.dropped += 1
                 if examples < _EXAMPLES:
                     prior.why_dropped.append(f"{source}/{trial.trial_id}: {why}")
                     examples += 1
                 continue
             prior.configs.append(fitted.config)
-            prior.scores.append(value)
+            told = {name: float(value) for name, value in values.items() if value is not None}
+            prior.scores.append(told if metrics else told[metric])
             prior.projected += fitted.fit is Fit.PROJECTED
     return prior
+
+
+def _value(trial: TrialResult, name: str, own: str) -> float | None:
+    """The trial's finite value of metric ``name``; ``own`` is its job's objective metric,
+    whose value is the trial's score."""
+    if name == own and _number(trial.score) is not None:
+        return _number(trial.score)
+    return _number(trial.metrics.get(name))
 
 
 def _number(value: Any) -> float | None:

@@ -185,10 +185,13 @@ def check_objectives(
             f"strategy {data.get('strategy')} optimizes one objective, and {len(value)} are given",
             "set strategy to nsga2, nsga3, motpe, tpe, random or grid",
         )
-    if data.get("early_stopping") is not None:
+    stopping = data.get("early_stopping")
+    if stopping is not None:
+        kind = getattr(stopping, "type", None) or "early stopping"
         raise rule_error(
-            "early stopping judges one metric, and no stopper ranks trials by several "
-            "objectives yet",
+            f"early stopping ({kind}) judges one metric, and no stopper ranks trials by several "
+            "objectives yet (population-based training, pbt, included: it exploits the trials "
+            "of one best score)",
             "remove early_stopping, or optimize one objective with constraints on the others",
         )
     return value

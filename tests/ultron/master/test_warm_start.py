@@ -13,6 +13,7 @@ import pytest
 import redis
 
 from ultron.algorithms.base import Direction, SearchAlgorithm
+from ultron.algorithms.optuna_sampler import MOTPESearch
 from ultron.algorithms.space import Config, SearchSpace, Uniform, canonical
 from ultron.errors import SpecError
 from ultron.master.job_state import JobState, JobStore
@@ -23,6 +24,7 @@ from ultron.redis.tenants import add_tenant, remove_tenant, tenant_url
 from ultron.simulation.benchmark import LearningCurve, SimulatedClock
 from ultron.simulation.jobs import MemoryCache, SimulatedDispatcher
 from ultron.spec.job import JobSpec
+from ultron.spec.objectives import job_goals
 from ultron.trial_records import TrialResult, TrialStatus
 
 SPACE = SearchSpace({"x": Uniform(0.0, 1.0)})
@@ -80,6 +82,34 @@ def test_the_prior_is_the_finished_trials_fitted_into_the_new_space(client: redi
         "unfinished": 2,
         "why_dropped": [f"{job}/0005: it has no finite value of the metric 'acc'"],
     }
+
+
+def test_a_job_of_several_objectives_is_told_metric_dicts_and_never_a_missing_one(
+    client: redis.Redis,
+) -> None:
+    two = [{"metric": "loss", "mode": "min"}, {"metric": "latency_ms", "mode": "min"}]
+    several = _earlier_job(
+        client,
+        [
+            _row("0000", 0.2, score=0.5, metrics={"loss": 0.5, "latency_ms": 30.0}),
+            _row("0001", 0.4, score=0.4, metrics={"loss": 0.4, "latency_ms": float("nan")}),
+        ],
+    )
+    # Its spec as a job of several objectives stores it: objectives, no single objective.
+    client.hset(JobStore(client, several).key, "spec", json.dumps({"objectives": two}))
+    single = _earlier_job(client, [_row("0000", 0.6, score=0.3, metrics={"loss": 0.3})])
+    spec = _spec([several, single], objectives=two, strategy="motpe")
+    prior = read_prior(client, spec, "new-job")
+    assert prior.configs == [{"x": 0.2}]
+    assert prior.scores == [{"loss": 0.5, "latency_ms": 30.0}]
+    assert prior.why_dropped == [
+        f"{several}/0001: it has no finite value of the metric 'latency_ms'",
+        f"{single}/0000: it has no finite value of the metric 'latency_ms'",
+    ]
+    # The multi-objective strategy takes them as it takes the job's own trials.
+    strategy = MOTPESearch(spec.space, seed=0, objectives=job_goals(spec))
+    strategy.update_state(prior.configs, prior.scores)
+    assert [t.values for t in strategy._study.trials] == [[0.5, 30.0]]
 
 
 def test_a_new_parameter_or_a_lost_choice_drops_the_trial_and_says_why() -> None:

@@ -75,6 +75,17 @@ def test_one_objective_with_a_constraint_keeps_its_score() -> None:
             "objectives",
             ["early stopping", "remove early_stopping"],
         ),
+        (  # population-based training too, before compute (PBT's own rules otherwise hold)
+            {
+                "objectives": TWO,
+                "strategy": "motpe",
+                "early_stopping": {"type": "pbt", "max_resource": 4},
+                "num_iterations": 4,
+                "parallelism": 4,
+            },
+            "objectives",
+            ["early stopping (pbt)", "remove early_stopping"],
+        ),
         (
             {"objectives": TWO, "objective": {**TWO[0], "mode": "maximize", "target": 0.9}},
             "objectives",
