@@ -40,6 +40,9 @@ OPTIONS: dict[str, dict[str, Any]] = {
     "tpe": {"n_startup_trials": 8},
     "evolution": {"population_size": 8, "sample_size": 3, "crossover_rate": 0.5},
     "reinforce": {"batch_size": 8, "warmup": 8, "steps": 5},
+    "nsga2": {"population_size": 8},
+    "nsga3": {"population_size": 8},
+    "motpe": {"n_startup_trials": 8},
 }
 
 
@@ -60,7 +63,9 @@ def _exactly_active(config: dict[str, Any]) -> None:
     assert SPACE.contains(config)
 
 
-@pytest.mark.parametrize("name", ["tpe", "random", "evolution", "reinforce", "grid"])
+@pytest.mark.parametrize(
+    "name", ["tpe", "random", "evolution", "reinforce", "grid", "nsga2", "nsga3", "motpe"]
+)
 def test_every_proposal_holds_exactly_its_active_parameters(name: str) -> None:
     options = OPTIONS.get(name, {"points": 2} if name == "grid" else {})
     algo = resolve_strategy(name)(SPACE, seed=3, **options)
@@ -82,8 +87,9 @@ def test_every_proposal_holds_exactly_its_active_parameters(name: str) -> None:
 
 
 def test_the_built_in_strategies_are_all_covered() -> None:
-    # cmaes, gp and qmc ask through the same define-by-run code as tpe (slower to run here).
-    covered = {"tpe", "random", "evolution", "reinforce", "grid"}
+    # cmaes, gp and qmc ask through the same define-by-run code as tpe (slower to run here);
+    # nsga2 and motpe with several objectives: tests/algorithms/test_objectives.py.
+    covered = {"tpe", "random", "evolution", "reinforce", "grid", "nsga2", "nsga3", "motpe"}
     assert set(BUILTIN_STRATEGIES) - {"cmaes", "gp", "qmc", "optuna"} == covered
 
 
