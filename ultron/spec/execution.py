@@ -130,6 +130,14 @@ def check_execution(execution: Execution, fields: Mapping[str, Any]) -> Executio
             "hopper proposes all its configurations at once before any is scored",
             "remove warm_start, or use execution: trials",
         )
+    several = [name for name in ("objectives", "constraints") if fields.get(name)]
+    if several:
+        raise rule_error(
+            f"{' and '.join(several)} ask each trial for several metrics, but execution: "
+            "hopper scores a configuration by train_epoch's one metric (objective.metric) and "
+            "tells the strategy only that",
+            f"remove {' and '.join(several)} (one objective), or use execution: trials",
+        )
     budget = fields.get("budget")
     if budget is not None and budget.time is not None:
         raise rule_error(

@@ -54,6 +54,19 @@ def test_trials_is_the_default_and_hopper_takes_its_epochs() -> None:
         ({**HOPPER, "budget": {"time": "1h"}}, "execution", "budget.time"),
         ({**HOPPER, "warm_start": {"jobs": ["earlier-job"]}}, "execution", "warm_start seeds"),
         (
+            {
+                **HOPPER,
+                "objectives": [{"metric": "acc", "mode": "max"}, {"metric": "ms", "mode": "min"}],
+            },
+            "execution",
+            "objectives ask each trial for several metrics",
+        ),
+        (
+            {**HOPPER, "constraints": [{"metric": "memory_mb", "max": 2000}]},
+            "execution",
+            "constraints ask each trial",
+        ),
+        (
             {**HOPPER, "data": {"url": "s3://b/d/", "format": "numpy", "placement": "stream"}},
             "execution",
             "data.placement (stream)",
