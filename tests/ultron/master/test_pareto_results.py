@@ -12,7 +12,7 @@ from typing import Any
 
 from ultron.algorithms.base import Direction
 from ultron.algorithms.objectives import Bound, Goal
-from ultron.master.loops import _score
+from ultron.master.core import _score
 from ultron.master.results import HPOResult, best_trial, write_results
 from ultron.master.score_cache import answer
 from ultron.reporting import read_job, write_job_report
