@@ -33,6 +33,8 @@ _STOPPERS = {
     "median": "ultron.algorithms.stoppers.median:MedianStopping",
     "pop": "ultron.algorithms.stoppers.pop:POP",
     "pbt": "ultron.algorithms.stoppers.pbt:PBT",
+    "bandit": "ultron.algorithms.stoppers.bandit:Bandit",
+    "earlyterm": "ultron.algorithms.stoppers.earlyterm:EarlyTerm",
 }
 
 
@@ -189,6 +191,8 @@ def _stopper_kwargs(spec: JobSpec, stopping: EarlyStopping) -> dict[str, Any]:
         kwargs["reduction_factor"] = stopping.reduction_factor
     if stopping.type == "pop":
         kwargs.update(slots=spec.parallelism, seed=spec.seed)
+    if stopping.type == "earlyterm":
+        kwargs["seed"] = spec.seed
     if stopping.type == "pbt":
         kwargs.update(population=spec.parallelism, search_space=spec.space, seed=spec.seed)
     return {**kwargs, **stopping.options}

@@ -145,10 +145,11 @@ class EarlyStopping(Strict):
     """Early stopping: a stopper judges the reports of ``ultron.report`` and stops (or suspends)
     trials that do not deserve their full budget. Runs with the async loop."""
 
-    type: Literal["asha", "hyperband", "median", "pop", "pbt"] = Field(
+    type: Literal["asha", "hyperband", "median", "pop", "pbt", "bandit", "earlyterm"] = Field(
         description="asha, hyperband (successive-halving brackets), median, pop (HyperDrive) "
         "or pbt (population-based training: its options interval, quantile, "
-        "resample_probability)."
+        "resample_probability), bandit (TuPAQ's action elimination: epsilon, interval) or "
+        "earlyterm (Domhan et al.'s predictive termination: delta, interval)."
     )
     metric: str | None = Field(
         default=None, description="Reported metric to judge; default: the objective's metric."
