@@ -45,7 +45,16 @@ import numpy as np
 
 from benchmarks import suite_tables
 from benchmarks.data import DataMissing, data_dir
-from benchmarks.lcbench import EPOCHS, SPACE, LCBench, _asha, _hyperband, _pop
+from benchmarks.lcbench import (
+    EPOCHS,
+    SPACE,
+    LCBench,
+    _asha,
+    _bandit,
+    _earlyterm,
+    _hyperband,
+    _pop,
+)
 from benchmarks.lcbench_peers import DEHBPeer, OneEpochTopK, PeerMissing
 from benchmarks.suite_runs import RunCache, SuiteSettings
 from ultron.algorithms.random_search import RandomSearch
@@ -58,6 +67,8 @@ METHODS = (
     "ASHA",
     "Hyperband",
     "POP (ours)",
+    "Bandit",
+    "EarlyTerm",
     "Optuna TPE+Hyperband",
     "DEHB",
     "1-epoch top-K",
@@ -188,7 +199,14 @@ def _method(
     if name == "1-epoch top-K":
         peer = OneEpochTopK(SPACE, seed=seed, max_resource=EPOCHS, n_configs=100, k=3)
         return peer, peer
-    stoppers = {"Random": None, "ASHA": _asha, "Hyperband": _hyperband, "POP (ours)": _pop}
+    stoppers = {
+        "Random": None,
+        "ASHA": _asha,
+        "Hyperband": _hyperband,
+        "POP (ours)": _pop,
+        "Bandit": _bandit,
+        "EarlyTerm": _earlyterm,
+    }
     make = stoppers[name]
     random = RandomSearch(SPACE, seed=seed, direction="maximize")
     return random, make(workers, clock, target) if make else None

@@ -43,6 +43,8 @@ _OWN = {
         "algorithms/stoppers/successive_halving.py",
     ),
     "POP (ours)": ("algorithms/stoppers/pop.py", "algorithms/curves.py"),
+    "Bandit": ("algorithms/stoppers/bandit.py",),
+    "EarlyTerm": ("algorithms/stoppers/earlyterm.py", "algorithms/curves.py"),
     "Optuna TPE+Hyperband": ("benchmarks/optuna_peer.py", "algorithms/optuna_sampler.py"),
     "DEHB": ("benchmarks/lcbench_peers.py",),
     "1-epoch top-K": ("benchmarks/lcbench_peers.py",),
