@@ -9,7 +9,8 @@ modules win over anything of the same name.
 
 A job builds its strategy and its stopper once, in the flow, before it takes resources;
 :func:`check_options` checks a built-in's options before the flow starts without building
-anything.
+anything. A user's stopper (``early_stopping.type: package.module:Class``) is built by
+:mod:`ultron.master.user_stopper`.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ultron.algorithms.base import HPOAlgorithm
 from ultron.algorithms.registry import is_builtin, load_object, resolve_strategy
 from ultron.algorithms.stoppers.base import Stopper
 from ultron.errors import ConfigIssue, SpecError
+from ultron.master.user_stopper import build_user_stopper
 from ultron.spec.job import EarlyStopping, JobSpec
 from ultron.spec.objectives import job_bounds, job_goals, uses_metrics
 
@@ -87,6 +89,8 @@ def build_stopper(spec: JobSpec) -> Stopper | None:
     """
     if spec.early_stopping is None:
         return None
+    if spec.early_stopping.type not in _STOPPERS:
+        return build_user_stopper(spec, spec.early_stopping)
     try:
         stopper: Stopper = load_object(_STOPPERS[spec.early_stopping.type])(
             **_stopper_kwargs(spec, spec.early_stopping)
@@ -105,8 +109,8 @@ def check_options(spec: JobSpec) -> None:
     if is_builtin(spec.strategy):
         cls = resolve_strategy(spec.strategy)
         _bind(cls, _strategy_kwargs(spec), spec.strategy_options, spec, stopper=False)
-    if spec.early_stopping is not None:
-        stopping = spec.early_stopping
+    if spec.early_stopping is not None and spec.early_stopping.type in _STOPPERS:
+        stopping = spec.early_stopping  # a user's stopper is checked when the flow builds it
         cls = load_object(_STOPPERS[stopping.type])
         _bind(cls, _stopper_kwargs(spec, stopping), stopping.options, spec, stopper=True)
         if stopping.type == "pbt":  # pure and instant to build: its values are checked too

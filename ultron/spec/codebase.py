@@ -41,12 +41,14 @@ __all__ = ["check_code_base"]
 _MODEL_METHODS = {"score": 3}
 _HOPPER_MODEL_METHODS = {"train_epoch": 3}  # execution: hopper trains a sub-epoch per call
 _STRATEGY_METHODS = {"sample_hyperparameter_candidates": 1, "update_state": 2}
+_STOPPER_METHODS = {"on_report": 3}
 
 
 def check_code_base(spec: JobSpec) -> list[ConfigIssue]:
     """The problems with the classes ``spec`` names in its code base (empty when none).
 
-    Checks ``model`` and, when it is not a built-in, ``strategy``: the module exists in the
+    Checks ``model`` and, when they are not built-ins, ``strategy`` and ``early_stopping.type``
+    (a stopper needs ``on_report(trial_id, step, value)``): the module exists in the
     code base, it parses, it binds the class at its top level; for a class with no base
     classes, that it has the methods its interface needs with signatures that take the
     calls ultron makes, and that the strategy's ``__init__`` takes ``strategy_options``.
@@ -58,6 +60,9 @@ def check_code_base(spec: JobSpec) -> list[ConfigIssue]:
             if not is_builtin(spec.strategy):
                 issues += _check_class(tree, "strategy", spec.strategy, _STRATEGY_METHODS)
                 issues += _check_options(tree, spec)
+            stopping = spec.early_stopping
+            if stopping is not None and _is_path(stopping.type):
+                issues += _check_class(tree, "early_stopping.type", stopping.type, _STOPPER_METHODS)
             return issues
     except Unreadable as exc:
         return [ConfigIssue("code", str(spec.code), exc.rule, exc.fix)]
@@ -106,6 +111,11 @@ def _top_level(body: list[ast.stmt], found: _Bindings) -> _Bindings:
             for holder in [*getattr(node, "handlers", []), *getattr(node, "cases", [])]:
                 _top_level(holder.body, found)
     return found
+
+
+def _is_path(name: str) -> bool:
+    """Whether ``name`` is a ``package.module:Class`` (not a built-in's bare name)."""
+    return ":" in name or "." in name
 
 
 def _split(path: str) -> tuple[str, str]:
@@ -216,6 +226,7 @@ _PARAMS = {
     "train_epoch": "hyperparameters, checkpoint_path, resume",
     "sample_hyperparameter_candidates": "n",
     "update_state": "hyperparameter_candidates, validation_scores",
+    "on_report": "trial_id, step, value",
 }
 
 

@@ -13,14 +13,22 @@ from __future__ import annotations
 import math
 import re
 from fractions import Fraction
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, StringConstraints, field_validator, model_validator
 
 from ultron.algorithms.base import Direction
 from ultron.spec.space import Strict, non_finite, not_a_bool, rule_error
 
 __all__ = ["EarlyStopping", "Objective", "Resources", "gpu_share"]
+
+UserStopper = Annotated[
+    str,
+    StringConstraints(pattern=r"^[A-Za-z_][\w.]*[:.][A-Za-z_]\w*$"),
+    Field(title="Your own stopper", description="package.module:Class in your code base."),
+]
+"""A bring-your-own stopper named by its class (a subclass of ``ultron.algorithms.stoppers.Stopper``
+or a class with its ``on_report(trial_id, step, value)``)."""
 
 _QUANTITY = re.compile(r"^\d+(\.\d+)?(Ki|Mi|Gi|Ti|k|M|G|T)?$")
 
@@ -145,11 +153,14 @@ class EarlyStopping(Strict):
     """Early stopping: a stopper judges the reports of ``ultron.report`` and stops (or suspends)
     trials that do not deserve their full budget. Runs with the async loop."""
 
-    type: Literal["asha", "hyperband", "median", "pop", "pbt", "bandit", "earlyterm"] = Field(
-        description="asha, hyperband (successive-halving brackets), median, pop (HyperDrive) "
-        "or pbt (population-based training: its options interval, quantile, "
-        "resample_probability), bandit (TuPAQ's action elimination: epsilon, interval) or "
-        "earlyterm (Domhan et al.'s predictive termination: delta, interval)."
+    type: (
+        Literal["asha", "hyperband", "median", "pop", "pbt", "bandit", "earlyterm"] | UserStopper
+    ) = Field(
+        description="asha, hyperband (successive-halving brackets), median, pop (HyperDrive), "
+        "pbt (population-based training: its options interval, quantile, "
+        "resample_probability), bandit (TuPAQ's action elimination: epsilon, interval), "
+        "earlyterm (Domhan et al.'s predictive termination: delta, interval), or your own "
+        "stopper as package.module:Class in the code base."
     )
     metric: str | None = Field(
         default=None, description="Reported metric to judge; default: the objective's metric."
