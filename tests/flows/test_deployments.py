@@ -67,7 +67,11 @@ def test_the_registered_parameter_schema_is_the_typed_spec(prefect_server) -> No
     assert mode["enum"] == ["minimize", "maximize"]
     assert fields["loop"]["anyOf"][0]["enum"] == ["batch", "async"]
     stopping = _resolve(schema, fields["early_stopping"]["anyOf"][0])
-    assert stopping["properties"]["type"]["enum"] == ["asha", "hyperband", "median", "pop", "pbt"]
+    kinds = stopping["properties"]["type"]["anyOf"]
+    assert kinds[0]["enum"] == [
+        *("asha", "hyperband", "median", "pop", "pbt", "bandit", "earlyterm")
+    ]
+    assert kinds[1]["title"] == "Your own stopper"  # BYO stays open
     entry = fields["search_space"]["additionalProperties"]["anyOf"][0]
     assert entry["discriminator"]["propertyName"] == "type"
     kinds = {_resolve(schema, e)["properties"]["type"]["const"] for e in entry["oneOf"]}
