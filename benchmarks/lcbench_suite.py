@@ -20,7 +20,9 @@ configuration takes to train all 52 epochs on that task and ``B`` the budget in 
 
 When the run is over, nothing new starts and running trials stop at their next epoch.
 
-Methods: random search (full budget), ASHA, Hyperband, POP (ours, on random search), Optuna's
+Methods: random search (full budget), ASHA, Hyperband, POP (ours, on random search),
+HyperDrive's baselines Bandit and EarlyTerm (on random search, judged on POP's evaluation
+boundaries: epochs 4, 9, 14, ...), Optuna's
 TPE with its Hyperband pruner, DEHB (``dehb`` package) and the one-epoch top-K baseline
 (:mod:`benchmarks.lcbench_peers`). Runs are cached on disk (see :mod:`benchmarks.suite_runs`),
 keyed by their parameters and the code they ran, so a rerun recomputes only what changed.
