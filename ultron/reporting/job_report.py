@@ -79,8 +79,8 @@ def job_report_html(
     )
     scores = [t.score if t.status.ok else None for t in ordered]
     page.heading("Best score so far")
-    best = cached_plot(plots.job_best_so_far, scores, direction, metric)
-    page.image(best, "best score so far")
+    best_png = cached_plot(plots.job_best_so_far, scores, direction, metric)
+    page.image(best_png, "best score so far")
     if any(curves.values()):
         page.heading("Learning curves")
         metric_ = _curve_metric(curves, metric)
