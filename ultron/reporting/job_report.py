@@ -20,7 +20,6 @@ from ultron.master.results import best_trial, leaderboard
 from ultron.reporting import plots
 from ultron.reporting.files import JobFiles, write_files
 from ultron.reporting.html import Page
-from ultron.reporting.plot_cache import cached_plot
 from ultron.trial_records import TrialResult
 
 __all__ = ["REPORT_FILE", "job_report_html", "write_job_report"]
@@ -42,9 +41,6 @@ def job_report_html(
 ) -> str:
     """The report's page; ``goals`` (several objectives) and ``bounds`` (constraints) add the
     Pareto front and feasibility.
-
-    Each plot is drawn once for the same inputs (:mod:`ultron.reporting.plot_cache`): a job
-    re-run from the score cache writes its report without drawing.
 
     Raises:
         ReportingUnavailable: matplotlib is not installed (the ``report`` extra).
@@ -79,20 +75,16 @@ def job_report_html(
     )
     scores = [t.score if t.status.ok else None for t in ordered]
     page.heading("Best score so far")
-    best_png = cached_plot(plots.job_best_so_far, scores, direction, metric)
-    page.image(best_png, "best score so far")
+    page.image(plots.job_best_so_far(scores, direction, metric), "best score so far")
     if any(curves.values()):
         page.heading("Learning curves")
-        metric_ = _curve_metric(curves, metric)
-        page.image(cached_plot(plots.learning_curves, curves, metric_), "curves")
+        page.image(plots.learning_curves(curves, _curve_metric(curves, metric)), "curves")
     _lineage(page, ordered)
     if board:
         page.heading("Score against each hyper-parameter")
         configs = [t.hyperparameters for t in board]
         values = [float(t.score or 0.0) for t in board]
-        page.image(
-            cached_plot(plots.score_vs_hyperparameters, configs, values, metric), "score vs hp"
-        )
+        page.image(plots.score_vs_hyperparameters(configs, values, metric), "score vs hp")
     return page.render()
 
 

@@ -163,25 +163,3 @@ def test_job_report_shows_each_exploit_of_population_based_training() -> None:
         "j", [_trial("0001", 0.8, 0.1)], {}, direction=Direction.MAXIMIZE, metric="a"
     )
     assert "Lineage" not in plain
-
-
-def test_a_plot_is_drawn_once_for_the_same_inputs(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The report of a job re-run from the score cache reuses its plots: the same function and
-    arguments give the cached PNG without drawing; other arguments draw again."""
-    from ultron.reporting import plot_cache
-
-    monkeypatch.setattr(plot_cache, "plot_cache_dir", lambda: tmp_path / "plots")
-    drawn: list[tuple[float, ...]] = []
-
-    def job_best_so_far(*args: float) -> bytes:
-        drawn.append(args)
-        return repr(args).encode()
-
-    first = plot_cache.cached_plot(job_best_so_far, 0.5, 0.7)
-    again = plot_cache.cached_plot(job_best_so_far, 0.5, 0.7)
-    other = plot_cache.cached_plot(job_best_so_far, 0.5, 0.8)
-    assert first == again == b"(0.5, 0.7)" and other == b"(0.5, 0.8)"
-    assert drawn == [(0.5, 0.7), (0.5, 0.8)]
-    assert len(list((tmp_path / "plots").glob("*.png"))) == 2  # no partial file left behind
