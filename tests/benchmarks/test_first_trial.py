@@ -27,7 +27,8 @@ def test_the_summary_prints_both_and_the_median_ratio() -> None:
     assert "ultron run, forked workers" in printed and "first trial 1.00 / 2.00 s" in printed
     assert "ultron run, spawned" in printed and "first trial 3.00 / 4.00 s" in printed
     # ratios per round 0.5, 0.25, 1.0: median 0.5
-    assert printed.endswith("time to first trial, forked / spawned: median x0.50")
+    assert "time to first trial, forked / spawned: median x0.50\n" in printed
+    assert "first trial at most 3 s (median, 2 cores): met" in printed.splitlines()[-1]
 
 
 def test_the_summary_wants_rounds_in_pairs() -> None:

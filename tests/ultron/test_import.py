@@ -63,7 +63,8 @@ def test_no_package_of_ultron_mixes_trial_code_with_flow_only_code() -> None:
     trial = _ultron_modules(
         "import ultron.worker.process, ultron.model, ultron.data, ultron.checkpoints"
     )
-    worker = _ultron_modules("import ultron.worker.runner")
+    # What a Dask worker runs: a trial's runner, and a hopper job's sub-epoch (in the worker).
+    worker = _ultron_modules("import ultron.worker.runner, ultron.worker.hopper")
     flow = _ultron_modules(
         "import ultron.flows.hpo_job, ultron.flows.experiment, ultron.flows.benchmark\n"
         "import ultron.cli.main, ultron.api"

@@ -134,13 +134,14 @@ def test_a_trial_request_names_the_paths_inside_the_image(tmp_path: Path) -> Non
     /opt/code does not exist where the flow runs, and the local venv not in the pod."""
     from ultron.master.dispatcher import TrialDispatcher
     from ultron.master.job_state import JobStore
+    from ultron.redis import keys
 
     local = TrialEnvironment(tmp_path / "venv/bin/python", "0" * 64, tmp_path, tmp_path, False)
     env = ImageEnvironment(**local.__dict__, image=JobImage("r/x/ultron-job:abc", "abc"))
     spec = JobSpec.model_validate(_spec(cluster={"type": "kubernetes", "registry": "r/x"}))
     # No Redis is touched: request() only reads the store's job id.
     store = JobStore.__new__(JobStore)
-    store.job_id = "job-1"
+    store.job_id, store.namespace = "job-1", keys.NAMESPACE
     from distributed import Client
 
     # An in-process scheduler with no worker: the dispatcher needs a client, no trial runs.
