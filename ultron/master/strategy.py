@@ -23,6 +23,7 @@ from ultron.algorithms.base import HPOAlgorithm
 from ultron.algorithms.registry import is_builtin, load_object, resolve_strategy
 from ultron.algorithms.stoppers.base import Stopper
 from ultron.errors import ConfigIssue, SpecError
+from ultron.master.user_classes import accepted_names
 from ultron.master.user_stopper import build_user_stopper
 from ultron.spec.job import EarlyStopping, JobSpec
 from ultron.spec.objectives import job_bounds, job_goals, uses_metrics
@@ -158,26 +159,16 @@ def _users_kwargs(cls: Callable[..., Any], spec: JobSpec) -> dict[str, Any]:
     Raises:
         SpecError: an option the class does not take (a typo would otherwise be lost).
     """
-    try:
-        params = inspect.signature(cls).parameters
-    except (TypeError, ValueError):  # no signature to read: pass what the spec says
+    accepted = accepted_names(
+        cls,
+        spec.strategy_options,
+        injected=_INJECTED,
+        field="strategy_options",
+        label=str(spec.strategy),
+    )
+    if accepted is None:  # no signature to read: pass what the spec says
         return _strategy_kwargs(spec)
-    takes_any = any(p.kind is p.VAR_KEYWORD for p in params.values())
-    named = [n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
-    unknown = [k for k in spec.strategy_options if not takes_any and k not in named]
-    if unknown:
-        takes = ", ".join(n for n in named if n not in _INJECTED) or "none"
-        raise SpecError(
-            [
-                ConfigIssue(
-                    "strategy_options",
-                    spec.strategy_options,
-                    f"{spec.strategy} takes no option {', '.join(map(repr, unknown))}; "
-                    f"the options it takes: {takes}",
-                    "remove the unknown option or fix its spelling",
-                )
-            ]
-        )
+    named, takes_any = accepted
     injected = {k: v for k, v in _strategy_kwargs(spec).items() if k in _INJECTED}
     return {
         **{k: v for k, v in injected.items() if takes_any or k in named},

@@ -22,6 +22,7 @@ from typing import Any
 from ultron.algorithms.registry import load_object
 from ultron.algorithms.stoppers.base import Decision, Stopper, TrialId
 from ultron.errors import ConfigIssue, SpecError
+from ultron.master.user_classes import accepted_names
 from ultron.spec.job import EarlyStopping, JobSpec
 
 __all__ = ["DuckStopper", "build_user_stopper"]
@@ -118,26 +119,16 @@ def _kwargs(cls: type, spec: JobSpec, stopping: EarlyStopping, where: str) -> di
         "seed": spec.seed,
         "slots": spec.parallelism,
     }
-    try:
-        params = inspect.signature(cls).parameters
-    except (TypeError, ValueError):  # no signature to read: pass the options only
+    accepted = accepted_names(
+        cls,
+        stopping.options,
+        injected=injected,
+        field="early_stopping.options",
+        label=f"{stopping.type} ({where})",
+    )
+    if accepted is None:  # no signature to read: pass the options only
         return dict(stopping.options)
-    takes_any = any(p.kind is p.VAR_KEYWORD for p in params.values())
-    named = [n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
-    unknown = [k for k in stopping.options if not takes_any and k not in named]
-    if unknown:
-        takes = ", ".join(n for n in named if n not in injected) or "none"
-        raise SpecError(
-            [
-                ConfigIssue(
-                    "early_stopping.options",
-                    stopping.options,
-                    f"{stopping.type} ({where}) takes no option "
-                    f"{', '.join(map(repr, unknown))}; the options it takes: {takes}",
-                    "remove the unknown option or fix its spelling",
-                )
-            ]
-        )
+    named, _ = accepted
     kwargs = {k: v for k, v in injected.items() if k in named and k not in stopping.options}
     kwargs.update(stopping.options)
     try:
