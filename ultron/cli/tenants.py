@@ -10,6 +10,7 @@ hand over or to point ``REDIS_URL`` at; otherwise put it in the secret store the
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -91,12 +92,7 @@ def add(
     """Make a tenant: an ACL user that reaches only its own jobs, score cache and logs."""
     from ultron.redis.tenants import add_tenant
 
-    with shared_redis(redis_url) as url:
-        try:
-            password = add_tenant(_admin(url), name)
-        except UltronError as exc:
-            fail(exc)
-    _show(name, url, password, save, "added")
+    _new_password(add_tenant, name, save, redis_url, "added")
 
 
 @tenants_app.command("rotate")
@@ -108,12 +104,19 @@ def rotate(
     """Give a tenant a new password: the old one stops working, its clients are disconnected."""
     from ultron.redis.tenants import rotate_tenant
 
+    _new_password(rotate_tenant, name, save, redis_url, "has a new password")
+
+
+def _new_password(
+    make: Callable[[Any, str], str], name: str, save: bool, redis_url: str | None, done: str
+) -> None:
+    """Give tenant ``name`` a password with ``make`` (add or rotate) and show it once."""
     with shared_redis(redis_url) as url:
         try:
-            password = rotate_tenant(_admin(url), name)
+            password = make(_admin(url), name)
         except UltronError as exc:
             fail(exc)
-    _show(name, url, password, save, "has a new password")
+    _show(name, url, password, save, done)
 
 
 @tenants_app.command("remove")
