@@ -41,7 +41,9 @@ def test_exploit_copies_a_checkpoint_a_trial_wrote_and_the_rows_keep_the_lineage
     )
     assert result.status == "completed" and len(result.trials) == 2
     assert result.unsynced_checkpoints == [] and result.warnings == []
-    assert all(t.status is TrialStatus.COMPLETED for t in result.trials)
+    assert all(t.status is TrialStatus.COMPLETED for t in result.trials), [
+        (t.trial_id, t.status, t.error, t.lineage) for t in result.trials
+    ]
     loads = [json.loads(line) for line in calls.read_text().splitlines()]
     assert loads and all(entry["known"] for entry in loads)  # never a checkpoint no trial wrote
     copies = [e for e in loads if e["writer"] != e["trial"]]
