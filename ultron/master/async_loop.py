@@ -115,15 +115,24 @@ class _AsyncRun:
 
 
 def _run_commands(master: MasterCore, free: int, can_start_new: bool) -> list[TrialResult]:
-    """Resume or stop suspended trials as the stopper says; returns the stopped ones."""
+    """Resume or stop suspended trials as the stopper says; returns the stopped ones.
+
+    The stopper may decide for a trial it suspended from a report before that trial has
+    returned (a population-based training round, once every member reported the boundary):
+    such a command is held in ``master._held`` until the trial returns suspended, never dropped.
+    """
     driver = master.driver
     if driver is None or not master._suspended:
         return []
     stopped = []
-    commands = driver.poll(free_slots=free, can_start_new=can_start_new)
+    # A command the stopper gave for a trial whose suspending report it judged while the trial
+    # ran on (it hears the decision with its next report) waits for the trial's return.
+    commands = [master._held.pop(t) for t in list(master._held) if t in master._suspended]
+    commands += driver.poll(free_slots=free - len(commands), can_start_new=can_start_new)
     for command in commands if master.watch.end is None else ():  # a goal reached: none resumes
         last = master._suspended.pop(str(command.trial_id), None)
         if last is None:
+            master._held[str(command.trial_id)] = command
             continue
         if command.decision is Decision.RESUME:
             driver.resume_trial(last.trial_id)

@@ -24,7 +24,7 @@ from typing import Any
 
 from ultron.algorithms.base import HPOAlgorithm
 from ultron.algorithms.space import Config, canonical
-from ultron.algorithms.stoppers.base import Decision
+from ultron.algorithms.stoppers.base import Command, Decision
 from ultron.errors import JobFailedError
 from ultron.master.early_stopping import StopperDriver
 from ultron.master.goals import EndKind, GoalWatch, JobEnd, JobGoals
@@ -118,6 +118,8 @@ class MasterCore:
     _waiting: dict[str, list[tuple[str, Config]]] = field(default_factory=dict)
     _to_start: list[TrialRequest] = field(default_factory=list)
     _suspended: dict[str, TrialResult] = field(default_factory=dict)
+    # The stopper's resumes of trials suspended by a report that had not returned yet.
+    _held: dict[str, Command] = field(default_factory=dict)
     _calls: StrategyLog | None = None
     _failed: list[TrialResult] | None = None  # the failures in the table, counted as they come
     _watch: GoalWatch | None = None
@@ -202,12 +204,14 @@ class MasterCore:
         if lineage:
             result = replace(result, lineage=lineage)
         if not result.status.ok:
+            self._held.pop(result.trial_id, None)
             self.driver.complete(result.trial_id)
             return result
         decision = self.driver.outcome(result.trial_id)
         if decision is Decision.SUSPEND:
             self._suspended[result.trial_id] = result
             return None
+        self._held.pop(result.trial_id, None)
         self.driver.complete(result.trial_id)
         if decision is Decision.STOP:
             return replace(result, status=TrialStatus.STOPPED)
