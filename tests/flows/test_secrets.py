@@ -23,6 +23,7 @@ import redis
 import yaml
 
 import ultron
+from tests.flows.prefect_logs import flow_run_logs, flow_run_of
 from ultron.servers.redis_process import find_redis_server
 
 REPO = Path(__file__).parents[2]
@@ -171,18 +172,10 @@ def _prefect_found(job_id: str) -> list[str]:
 
 def _flow_run_found(job_id: str) -> tuple[list[str], list[str]]:
     """What the job's flow run keeps in Prefect: (its log lines, its parameters)."""
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
-
-    with get_client(sync_client=True) as client:
-        runs = [r for r in client.read_flow_runs() if r.parameters.get("job_id") == job_id]
-        assert len(runs) == 1, [r.parameters.get("job_id") for r in runs]
-        run = runs[0]
-        logs = client.read_logs(LogFilter(flow_run_id=LogFilterFlowRunId(any_=[run.id])))
-    assert logs, "the flow run logged nothing to Prefect"
-    lines = "\n".join(log.message for log in logs)
+    lines = flow_run_logs(job_id)
+    assert lines, "the flow run logged nothing to Prefect"
     return _found(lines, "Prefect's logs of the flow run"), _found(
-        repr(run.parameters), "the flow run's parameters"
+        repr(flow_run_of(job_id).parameters), "the flow run's parameters"
     )
 
 

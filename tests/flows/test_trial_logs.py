@@ -22,6 +22,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 import ultron
+from tests.flows.prefect_logs import flow_run_logs
 from ultron.secrets import MASK
 
 REPO = Path(__file__).parents[2]
@@ -43,17 +44,6 @@ def _wait(condition: Callable[[], bool], what: str, timeout_s: float = 180.0) ->
 
 def _text(path: Path) -> str:
     return path.read_bytes().decode() if path.exists() else ""
-
-
-def _flow_run_log(job_id: str) -> str:
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
-
-    with get_client(sync_client=True) as client:
-        runs = [r for r in client.read_flow_runs() if r.parameters.get("job_id") == job_id]
-        assert len(runs) == 1
-        logs = client.read_logs(LogFilter(flow_run_id=LogFilterFlowRunId(any_=[runs[0].id])))
-    return "\n".join(log.message for log in logs)
 
 
 def _ultron(*args: str) -> Result:
@@ -138,7 +128,7 @@ def test_trial_logs_are_kept_shown_and_followed(
     failed = next(r for r in rows if r["trial_id"] == "0001")
     assert failed["status"] == "failed" and failed["log_tail"] == tail
     assert failed["log_path"] == str(bad)
-    flow_log = _flow_run_log(job_id)
+    flow_log = flow_run_logs(job_id)
     assert "chatty failed on purpose" in flow_log and "\n".join(tail[-3:]) in flow_log.replace(
         "  | ", ""
     )
