@@ -244,14 +244,30 @@ def _as_columns(rows: list[dict[str, Any]], name: str) -> dict[str, np.ndarray]:
         raise DataValidationError(name, [failure])
     out = {}
     for key in keys:
-        values = [row[key] for row in rows]
-        if all(isinstance(v, (bool, int, float)) for v in values):
-            out[key] = np.asarray(values)
-        else:
-            column = np.empty(len(values), dtype=object)
-            column[:] = values
-            out[key] = column
+        column = as_column([row[key] for row in rows])
+        if isinstance(column, list):  # staging and validation take arrays: one of objects
+            objects = np.empty(len(column), dtype=object)
+            objects[:] = column
+            column = objects
+        out[key] = column
     return out
+
+
+def as_column(values: list[Any]) -> np.ndarray | list[Any]:
+    """One column of records as a batch holds it.
+
+    Numbers and booleans become a NumPy array, NumPy arrays of one shape are stacked, anything
+    else (strings, lists of any length, a mix) stays a list. Every value is looked at, so a
+    column that mixes numbers and strings is never turned into an array of strings.
+    """
+    if all(isinstance(v, (bool, int, float, np.number, np.bool_)) for v in values):
+        return np.asarray(values)
+    first = values[0]
+    if isinstance(first, np.ndarray) and all(
+        isinstance(v, np.ndarray) and v.shape == first.shape for v in values
+    ):
+        return np.stack(values)
+    return values
 
 
 def _tfrecords(handle: Any, *, name: str) -> Iterator[bytes]:

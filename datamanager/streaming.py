@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from ultron.datamanager.sources import RECORD_READERS, data_files, gunzipped
+from ultron.datamanager.sources import RECORD_READERS, as_column, data_files, gunzipped
 from ultron.datamanager.spec import DataSpec
 
 __all__ = ["EPOCH_END", "FileCache", "epochs", "listing"]
@@ -160,21 +160,10 @@ def _finish(
     seed: int,
 ) -> Any:
     """A batch: column -> NumPy array (numbers, equal-shape arrays) or list (the others)."""
-    batch = {key: _column([r[key] for r in records]) for key in records[0]}
+    batch = {key: as_column([r[key] for r in records]) for key in records[0]}
     if pipeline is not None:
         return pipeline(batch, hyperparameters=hyperparameters or {}, seed=seed)
     return batch
-
-
-def _column(values: list[Any]) -> Any:
-    first = values[0]
-    if isinstance(first, (bool, int, float, np.number, np.bool_)):
-        return np.asarray(values)
-    if isinstance(first, np.ndarray) and all(
-        isinstance(v, np.ndarray) and v.shape == first.shape for v in values
-    ):
-        return np.stack(values)
-    return values
 
 
 @contextlib.contextmanager

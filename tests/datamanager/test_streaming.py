@@ -15,6 +15,7 @@ import pytest
 from ultron.datamanager import DataSpec, start_data_service
 from ultron.datamanager.errors import DataValidationError
 from ultron.datamanager.reader import EPOCH_END
+from ultron.datamanager.sources import as_column
 from ultron.datamanager.streaming import FileCache, epochs, listing
 from ultron.errors import SpecError
 from ultron.spec.loader import load_spec
@@ -82,6 +83,13 @@ def test_the_stream_ends_each_epoch_and_keeps_strings_and_ragged_lists(tmp_path:
     by_y = {r["y"]: r for r in rows}
     for text, tokens, y in zip(batch["text"], batch["tokens"], batch["y"], strict=True):
         assert (text, tokens) == (by_y[int(y)]["text"], by_y[int(y)]["tokens"])
+
+
+def test_a_column_is_an_array_only_when_every_value_is_a_number_or_one_shape() -> None:
+    assert as_column([1, 2.5, True]).tolist() == [1.0, 2.5, 1.0]
+    assert as_column([np.zeros(2), np.ones(2)]).shape == (2, 2)
+    assert as_column([1, "2"]) == [1, "2"]  # a mix is never turned into strings
+    assert as_column([[1], [1, 2]]) == [[1], [1, 2]]
 
 
 def test_parquet_strings_and_lists_of_any_length_stream(tmp_path: Path) -> None:
