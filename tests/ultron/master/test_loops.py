@@ -7,35 +7,25 @@ from typing import Any
 import pytest
 import redis
 
+from tests.ultron.master.simulated import Instant, simulated_master
 from ultron.algorithms.base import Direction
 from ultron.algorithms.registry import resolve_strategy
 from ultron.algorithms.space import SearchSpace, Uniform
 from ultron.errors import JobFailedError
 from ultron.master.job_state import JobState
 from ultron.master.loops import Master, SearchSettings
-from ultron.simulation.benchmark import LearningCurve, SimulatedClock
-from ultron.simulation.jobs import MemoryCache, MemoryStore, SimulatedDispatcher
+from ultron.simulation.benchmark import SimulatedClock
+from ultron.simulation.jobs import MemoryStore, SimulatedDispatcher
 from ultron.trial_records import TrialRequest, TrialResult, TrialStatus
 
 SPACE = SearchSpace({"x": Uniform(0.0, 1.0)})
-
-
-class _Line:
-    """One step per trial, no time: the score is x."""
-
-    search_space = SPACE
-    direction = Direction.MINIMIZE
-    max_resource = 1
-
-    def learning_curve(self, config: dict[str, Any]) -> LearningCurve:
-        return LearningCurve((config["x"],), (0.0,))
 
 
 class _Recording(SimulatedDispatcher):
     """The simulated dispatcher, keeping every request it was given (what is under test)."""
 
     def __init__(self) -> None:
-        super().__init__(_Line(), SimulatedClock())
+        super().__init__(Instant(SPACE, key="x"), SimulatedClock())
         self.requests: list[TrialRequest] = []
 
     def start(self, *requests: TrialRequest) -> None:
@@ -50,15 +40,12 @@ def test_an_interrupted_trial_runs_again_at_the_attempt_it_was_at(loop: str) -> 
     # be asked for as attempt 3, from its checkpoint.
     strategy = resolve_strategy("random")(search_space=SPACE, seed=3, direction=Direction.MINIMIZE)
     first = strategy.sample_hyperparameter_candidates(3)  # what a batch master samples again
-    strategy = resolve_strategy("random")(search_space=SPACE, seed=3, direction=Direction.MINIMIZE)
     dispatcher = _Recording()
-    master = Master(
-        settings=SearchSettings(num_iterations=6, parallelism=3),
-        strategy=strategy,
-        cache=MemoryCache(),
-        dispatcher=dispatcher,
-        store=MemoryStore("job"),
-        state=JobState("job"),
+    master = simulated_master(
+        dispatcher,
+        num_iterations=6,
+        parallelism=3,
+        seed=3,
         interrupted={"0001": first[1]},
         interrupted_attempts={"0001": 3},
     )
@@ -92,14 +79,8 @@ class _Broken(_Recording):
 
 
 def _master(store: MemoryStore, dispatcher: SimulatedDispatcher | None = None) -> Master:
-    strategy = resolve_strategy("random")(search_space=SPACE, seed=3, direction=Direction.MINIMIZE)
-    return Master(
-        settings=SearchSettings(num_iterations=4, parallelism=2),
-        strategy=strategy,
-        cache=MemoryCache(),
-        dispatcher=dispatcher or _Recording(),
-        store=store,
-        state=JobState("job"),
+    return simulated_master(
+        dispatcher or _Recording(), num_iterations=4, parallelism=2, seed=3, store=store
     )
 
 

@@ -2,32 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+from tests.ultron.master.simulated import Instant, simulated_master
 from ultron.algorithms.base import Direction
-from ultron.algorithms.registry import resolve_strategy
 from ultron.algorithms.space import LogUniform, SearchSpace
 from ultron.algorithms.stoppers.pbt import PBT
 from ultron.master.async_loop import _run_commands
 from ultron.master.early_stopping import StopperDriver
-from ultron.master.job_state import JobState
-from ultron.master.loops import Master, SearchSettings
-from ultron.simulation.benchmark import LearningCurve, SimulatedClock
-from ultron.simulation.jobs import MemoryCache, MemoryStore, SimulatedDispatcher
+from ultron.simulation.benchmark import SimulatedClock
+from ultron.simulation.jobs import SimulatedDispatcher
 from ultron.trial_records import TrialResult, TrialStatus
 
 SPACE = SearchSpace({"lr": LogUniform(0.01, 1.0)})
-
-
-class _Unused:
-    """The simulated dispatcher's benchmark; no trial is run through it here."""
-
-    search_space = SPACE
-    direction = Direction.MAXIMIZE
-    max_resource = 4
-
-    def learning_curve(self, config: dict[str, Any]) -> LearningCurve:
-        raise AssertionError("not run")
 
 
 class _Lagging(SimulatedDispatcher):
@@ -39,7 +24,10 @@ class _Lagging(SimulatedDispatcher):
     """
 
     def __init__(self) -> None:
-        super().__init__(_Unused(), SimulatedClock())
+        super().__init__(
+            Instant(SPACE, key="lr", direction=Direction.MAXIMIZE, max_resource=4),
+            SimulatedClock(),
+        )
         self.running: set[str] = set()
 
     @property
@@ -55,15 +43,8 @@ def test_a_trial_suspended_before_it_returned_still_gets_its_exploit() -> None:
     pbt = PBT(max_resource=4, interval=2, population=2, direction="maximize", search_space=SPACE)
     driver = StopperDriver(pbt, None, "job", metric="accuracy")
     dispatcher = _Lagging()
-    strategy = resolve_strategy("grid")(search_space=SPACE, seed=0, direction=Direction.MAXIMIZE)
-    master = Master(
-        settings=SearchSettings(num_iterations=2, parallelism=2),
-        strategy=strategy,
-        cache=MemoryCache(),
-        dispatcher=dispatcher,
-        store=MemoryStore("job"),
-        state=JobState("job"),
-        driver=driver,
+    master = simulated_master(
+        dispatcher, num_iterations=2, parallelism=2, strategy="grid", seed=0, driver=driver
     )
     configs = {"0000": {"lr": 0.1}, "0001": {"lr": 1.0}}
     for trial_id, config in configs.items():
