@@ -80,6 +80,31 @@ class Command:
     config: dict[str, Any] | None = None
     source: TrialId | None = None
 
+    def to_dict(self) -> dict[str, Any]:
+        """The command as JSON data; :meth:`from_dict` gives it back.
+
+        Example:
+            >>> command = Command("0001", Decision.RESUME, config={"lr": 0.1}, source="0002")
+            >>> Command.from_dict(command.to_dict()) == command
+            True
+        """
+        return {
+            "trial_id": self.trial_id,
+            "decision": str(self.decision),
+            "config": self.config,
+            "source": self.source,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Command:
+        """The command that :meth:`to_dict` gave ``data`` of."""
+        return cls(
+            data["trial_id"],
+            Decision(data["decision"]),
+            config=data.get("config"),
+            source=data.get("source"),
+        )
+
 
 @dataclass(frozen=True)
 class TrialPlan:

@@ -127,6 +127,12 @@ class MasterCore:
     _unsaved: list[TrialResult] = field(default_factory=list)
     _puts: dict[str, tuple[Config, dict[str, Any]]] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        # The resumes a previous master of the job held, saved with the stopper's state: their
+        # trials run again from their checkpoints and get them when they return suspended.
+        held = (self.state.stopper or {}).get("held", {})
+        self._held = {trial_id: Command.from_dict(command) for trial_id, command in held.items()}
+
     @property
     def calls(self) -> StrategyLog:
         """The strategy, through the log that checkpoints its state."""
@@ -341,13 +347,15 @@ class MasterCore:
         self._checkpoint(rows)
 
     def _checkpoint(self, new: Sequence[TrialResult] = (), *, final: bool = False) -> None:
-        """Save the strategy's and the stopper's state, with the ``new`` rows of the table."""
+        """Save the strategy's and the stopper's state (with the resumes held for trials not yet
+        returned), with the ``new`` rows of the table."""
         snapshot, logged = self.calls.checkpoint(len(self.state.trials), final=final)
         self.state.search_seconds = round(self.watch.elapsed(), 3)
         if snapshot is not None:
             self.state.algorithm = snapshot
         if self.driver is not None:
-            self.state.stopper = self.driver.state_dict()
+            held = {trial_id: command.to_dict() for trial_id, command in self._held.items()}
+            self.state.stopper = {**self.driver.state_dict(), "held": held}
         self.store.save(self.state, new, logged=logged)
 
     def _check_failures(self, new: Sequence[TrialResult]) -> None:
