@@ -17,11 +17,19 @@ import math
 import re
 from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from ultron.spec.space import Strict, not_a_bool, rule_error
 
-__all__ = ["MAX_ITERATIONS", "MAX_TIME_S", "Budget", "parse_duration"]
+__all__ = [
+    "MAX_ITERATIONS",
+    "MAX_TIME_S",
+    "Budget",
+    "check_num_iterations",
+    "check_trials_once",
+    "one_trial_budget",
+    "parse_duration",
+]
 
 # A job keeps every trial in its trial table (Redis) and its result files; past this many
 # trials a job is a mistake (a typo, an extra zero) more often than a plan.
@@ -111,3 +119,42 @@ class Budget(Strict):
 
     _trials_not_bool = field_validator("trials", mode="before")(not_a_bool)
     _time_is_a_duration = field_validator("time", mode="before")(_duration)
+
+
+def one_trial_budget(data: Any) -> Any:
+    """``budget.trials`` is another way to write ``num_iterations``, which keeps the number
+    (so a dumped spec with ``num_iterations`` overridden stays valid). A model validator
+    of the raw spec."""
+    if not isinstance(data, dict) or not isinstance(data.get("budget"), dict):
+        return data
+    trials = data["budget"].get("trials")
+    if trials is None or data.get("num_iterations") is not None:
+        return data  # both set: check_trials_once compares them
+    budget = {k: v for k, v in data["budget"].items() if k != "trials"}
+    return {**data, "num_iterations": trials, "budget": budget}
+
+
+def check_trials_once(value: Budget, info: ValidationInfo) -> Budget:
+    """``budget.trials`` and ``num_iterations`` both set: the same number, kept in
+    ``num_iterations`` (a field validator of ``budget``)."""
+    count = info.data.get("num_iterations")
+    if value.trials is None or count is None:
+        return value
+    if value.trials != count:
+        raise rule_error(
+            f"it sets trials to {value.trials}, and num_iterations is {count}: they are one number",
+            "set one of budget.trials and num_iterations, or both to the same value",
+        )
+    return value.model_copy(update={"trials": None})
+
+
+def check_num_iterations(value: int) -> int:
+    """``num_iterations`` at most :data:`MAX_ITERATIONS` (a field validator)."""
+    if value > MAX_ITERATIONS:
+        raise rule_error(
+            f"it must be at most {MAX_ITERATIONS}: every trial stays in the job's trial "
+            "table and result files",
+            f"set num_iterations to {MAX_ITERATIONS} or less; for a longer search run "
+            "several jobs (each with its own seed), or narrow the search space",
+        )
+    return value

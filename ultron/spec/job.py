@@ -19,20 +19,24 @@ Example:
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, StringConstraints, ValidationInfo, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from ultron.algorithms.registry import BUILTIN_STRATEGIES, is_builtin, looks_like_dotted_path
 from ultron.algorithms.space import SearchSpace
 from ultron.datamanager.spec import DataSpec
 from ultron.errors import SpecError
 from ultron.paths import check_job_id
-from ultron.spec.archive_rules import ARCHIVE_SUFFIXES
-from ultron.spec.budget import MAX_ITERATIONS, Budget
+from ultron.spec.budget import (
+    MAX_ITERATIONS,
+    Budget,
+    check_num_iterations,
+    check_trials_once,
+    one_trial_budget,
+)
 from ultron.spec.cluster import ClusterSpec, LocalCluster
+from ultron.spec.code_location import CodeURL, check_code_location, check_model_path
 from ultron.spec.conditions import check_conditions
 from ultron.spec.execution import Execution, check_execution
 from ultron.spec.objectives import (
@@ -48,9 +52,14 @@ from ultron.spec.space import (
     DomainSpec,
     Strict,
     as_entry,
-    non_finite,
     not_a_bool,
     rule_error,
+)
+from ultron.spec.strategy import (
+    StrategyName,
+    UserStrategy,
+    check_strategy_name,
+    check_strategy_options,
 )
 from ultron.spec.warm_start import WarmStart
 
@@ -74,39 +83,6 @@ MAX_RETRIES = 100
 MAX_TIMEOUT_S = 30 * 24 * 3600  # 30 days, for trial_timeout and acquire_timeout
 MAX_SEED = 2**63 - 1
 
-StrategyName = Annotated[
-    Literal[
-        "random",
-        "grid",
-        "tpe",
-        "cmaes",
-        "gp",
-        "qmc",
-        "optuna",
-        "reinforce",
-        "evolution",
-        "nsga2",
-        "nsga3",
-        "motpe",
-    ],
-    Field(title="Built-in"),
-]
-"""The built-in strategies (``ultron.algorithms.registry``; a test keeps the two in step)."""
-
-UserStrategy = Annotated[
-    str,
-    StringConstraints(pattern=r"^[A-Za-z_][\w.]*[:.][A-Za-z_]\w*$"),
-    Field(title="Your own strategy", description="package.module:Class in your code base."),
-]
-"""A bring-your-own strategy (paper Fig. 5) named by its class."""
-
-CodeURL = Annotated[
-    str,
-    StringConstraints(pattern=r"^[A-Za-z][A-Za-z0-9+.-]*://"),
-    Field(title="Object-store URL", description="An fsspec URL of a .tar.gz (s3://...)."),
-]
-"""A code base in an object store."""
-
 
 def _bare_lists_are_choices(schema: dict[str, Any]) -> None:
     """The search space's schema takes a bare list as a choice too (as spec files write it,
@@ -116,9 +92,6 @@ def _bare_lists_are_choices(schema: dict[str, Any]) -> None:
         choice = {"type": "array", "title": "Choice (a bare list of values)"}
         schema["additionalProperties"] = {"anyOf": [entry, choice]}
     schema["example"] = {"lr": {"type": "loguniform", "low": 1e-4, "high": 0.1}}
-
-
-_MODEL_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
 
 class JobSpec(Strict):
@@ -281,33 +254,13 @@ class JobSpec(Strict):
     _first_objective = model_validator(mode="before")(mirror_first_objective)
     _objectives = field_validator("objectives")(check_objectives)
     _constraints = field_validator("constraints")(check_constraints)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _one_trial_budget(cls, data: Any) -> Any:
-        """``budget.trials`` is another way to write ``num_iterations``, which keeps the number
-        (so a dumped spec with ``num_iterations`` overridden stays valid)."""
-        if not isinstance(data, dict) or not isinstance(data.get("budget"), dict):
-            return data
-        trials = data["budget"].get("trials")
-        if trials is None or data.get("num_iterations") is not None:
-            return data  # both set: _trials_once compares them
-        budget = {k: v for k, v in data["budget"].items() if k != "trials"}
-        return {**data, "num_iterations": trials, "budget": budget}
-
-    @field_validator("budget")
-    @classmethod
-    def _trials_once(cls, value: Budget, info: ValidationInfo) -> Budget:
-        count = info.data.get("num_iterations")
-        if value.trials is None or count is None:
-            return value
-        if value.trials != count:
-            raise rule_error(
-                f"it sets trials to {value.trials}, and num_iterations is {count}: they are "
-                "one number",
-                "set one of budget.trials and num_iterations, or both to the same value",
-            )
-        return value.model_copy(update={"trials": None})
+    _one_trial_budget = model_validator(mode="before")(one_trial_budget)
+    _trials_once = field_validator("budget")(check_trials_once)
+    _sane_budget = field_validator("num_iterations")(check_num_iterations)
+    _known_strategy = field_validator("strategy", mode="before")(check_strategy_name)
+    _finite_options = field_validator("strategy_options")(check_strategy_options)
+    _model_path = field_validator("model")(check_model_path)
+    _code_exists = field_validator("code")(check_code_location)
 
     @field_validator("data")
     @classmethod
@@ -334,18 +287,6 @@ class JobSpec(Strict):
         mode="before",
     )(not_a_bool)
 
-    @field_validator("num_iterations")
-    @classmethod
-    def _sane_budget(cls, value: int) -> int:
-        if value > MAX_ITERATIONS:
-            raise rule_error(
-                f"it must be at most {MAX_ITERATIONS}: every trial stays in the job's trial "
-                "table and result files",
-                f"set num_iterations to {MAX_ITERATIONS} or less; for a longer search run "
-                "several jobs (each with its own seed), or narrow the search space",
-            )
-        return value
-
     @field_validator("min_parallelism")
     @classmethod
     def _min_fits(cls, value: int | None, info: ValidationInfo) -> int | None:
@@ -354,17 +295,6 @@ class JobSpec(Strict):
             raise rule_error(
                 f"it must be between 1 and parallelism ({most})",
                 f"set min_parallelism to {most} or less, or raise parallelism",
-            )
-        return value
-
-    @field_validator("strategy_options")
-    @classmethod
-    def _finite_options(cls, value: dict[str, Any]) -> dict[str, Any]:
-        where = non_finite(value)
-        if where is not None:
-            raise rule_error(
-                f"its numbers must be finite (no nan or inf), and strategy_options{where} is not",
-                "write a finite number there, or leave the option out for its default",
             )
         return value
 
@@ -385,60 +315,6 @@ class JobSpec(Strict):
             )
         check_conditions(value)
         return value
-
-    @field_validator("model")
-    @classmethod
-    def _model_path(cls, value: str) -> str:
-        if not _MODEL_PATH.match(value):
-            raise rule_error("model must be module:Class", "write e.g. mypkg.train:Model")
-        return value
-
-    @field_validator("strategy", mode="before")
-    @classmethod
-    def _known_strategy(cls, value: Any) -> Any:
-        if not isinstance(value, str):
-            return value
-        if is_builtin(value):
-            return value.lower()  # built-in names are case-insensitive (the paper writes TPE)
-        if looks_like_dotted_path(value):
-            return value
-        names = ", ".join(sorted(BUILTIN_STRATEGIES))
-        raise rule_error(
-            f"strategy must be a built-in ({names}) or package.module:Class",
-            "pick a built-in name, or point at your own class",
-        )
-
-    @field_validator("code")
-    @classmethod
-    def _code_exists(cls, value: str | Path, info: ValidationInfo) -> str | Path:
-        if isinstance(value, str):  # an object-store URL: containerize fetches and checks it
-            if not value.endswith((".tar.gz", ".tgz")):
-                raise rule_error(
-                    "a code base in an object store must be a .tar.gz archive",
-                    "upload tar -czf code.tar.gz of your project (or use ultron submit)",
-                )
-            return value
-        context = info.context or {}
-        base_dir = Path(context.get("base_dir", "."))
-        path = value if value.is_absolute() else base_dir / value
-        if not context.get("check_paths", True):
-            return path
-        if not path.exists():
-            raise rule_error(
-                f"the code base must exist (looked at {path})",
-                "point code at your project folder or its .tar.gz",
-            )
-        if path.is_file() and not path.name.endswith(ARCHIVE_SUFFIXES):
-            raise rule_error(
-                f"the code base must be a folder or a tar archive ({', '.join(ARCHIVE_SUFFIXES)})",
-                "package it with tar -czf code.tar.gz, or point code at the project folder",
-            )
-        if path.is_dir() and not any((path / f).exists() for f in ("setup.py", "pyproject.toml")):
-            raise rule_error(
-                "the code base folder must hold setup.py or pyproject.toml",
-                "add a pyproject.toml that declares your package",
-            )
-        return path.resolve()
 
     @field_validator("tenant")
     @classmethod
