@@ -1,6 +1,7 @@
 """Fixtures of the flow tests. ``prefect_server``: a real local Prefect server with the
 repository's deployments and a process worker, as a platform team runs them (README: server,
-work pools, deploy, worker).
+work pools, deploy, worker). ``dask_processes``: ``dask scheduler`` and ``dask worker``
+processes that a test starts on loopback (a cluster that runs already).
 
 One per test session (it takes 20-40 s to start): the server on a free loopback port with its
 own ``PREFECT_HOME`` and database, ``prefect deploy --all`` from ``prefect.yaml``, and a
@@ -23,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.flows.dask_processes import DaskProcesses
 
 REPO = Path(__file__).parents[2]
 BIN = Path(sys.executable).parent
@@ -166,3 +169,13 @@ def prefect_server(
     with _running_server(root, extra) as server:
         print(f"Prefect server {server.url}; logs in {server.logs}")
         yield server
+
+
+@pytest.fixture
+def dask_processes(tmp_path: Path) -> Iterator[DaskProcesses]:
+    """``dask scheduler`` and ``dask worker`` processes the test starts, killed when it ends."""
+    processes = DaskProcesses(tmp_path)
+    try:
+        yield processes
+    finally:
+        processes.stop()

@@ -4,26 +4,21 @@ worker killed mid-trial."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
-import subprocess
-import sys
 import threading
-import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 import ultron
+from tests.flows.dask_processes import DaskProcesses, wait_for
 from ultron.trial_records import TrialStatus
 
 TOY = Path(__file__).parents[1] / "data" / "toy"
-DASK = str(Path(sys.executable).with_name("dask"))
 WORKERS = 3
 EPOCHS = 8  # 0.4 s each: the kill at epoch 2 comes with seconds of the trial left
 
@@ -34,63 +29,20 @@ def _log(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
-def _wait_for(condition: Callable[[], bool], timeout: float = 180.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise TimeoutError("the awaited moment never came")
-        time.sleep(0.05)
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    """Stop a process started in a session of its own, and everything it started."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=30)
-
-
 @pytest.fixture
-def dask_cluster(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+def dask_cluster(tmp_path: Path, dask_processes: DaskProcesses) -> tuple[str, Path]:
     """``dask scheduler`` and three ``dask worker`` processes (one thread each, with their
     nannies) on loopback: the scheduler's address and the file the toy model logs to."""
     calls = tmp_path / "calls.jsonl"
-    env = {**os.environ, "TOY_CALLS_FILE": str(calls)}  # the workers' trials log here
-    scheduler_file = tmp_path / "scheduler.json"
-    logs = (tmp_path / "dask.log").open("wb")
-    started: list[subprocess.Popen[bytes]] = []
+    env = {"TOY_CALLS_FILE": str(calls)}  # the workers' trials log here
+    address = dask_processes.scheduler(env=env)
+    for _ in range(WORKERS):
+        dask_processes.worker(env=env)
+    from distributed import Client
 
-    def start(*args: str) -> None:
-        started.append(
-            subprocess.Popen(
-                [DASK, *args],
-                env=env,
-                stdout=logs,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        )
-
-    try:
-        start(
-            "scheduler", "--host", "127.0.0.1", "--port", "0", "--dashboard-address", ":0",
-            "--scheduler-file", str(scheduler_file),
-        )  # fmt: skip
-        _wait_for(lambda: scheduler_file.exists() and bool(scheduler_file.read_text()), 60)
-        address = json.loads(scheduler_file.read_text())["address"]
-        for _ in range(WORKERS):
-            start(
-                "worker", address, "--nthreads", "1", "--memory-limit", "0",
-                "--no-dashboard", "--host", "127.0.0.1",
-            )  # fmt: skip
-        from distributed import Client
-
-        with Client(address, timeout=30) as client:
-            client.wait_for_workers(WORKERS, timeout=120)
-        yield address, calls
-    finally:
-        for proc in reversed(started):
-            _stop(proc)
-        logs.close()
+    with Client(address, timeout=30) as client:
+        client.wait_for_workers(WORKERS, timeout=120)
+    return address, calls
 
 
 def test_a_job_on_a_running_cluster_survives_a_killed_worker(
@@ -101,7 +53,7 @@ def test_a_job_on_a_running_cluster_survives_a_killed_worker(
 
     def kill_a_worker() -> None:
         # The chosen point: some trial has checkpointed epoch 2; kill -9 its Dask worker.
-        _wait_for(lambda: any(e["epoch"] >= 2 for e in _log(calls)))
+        wait_for(lambda: any(e["epoch"] >= 2 for e in _log(calls)), "a checkpoint of epoch 2")
         victim = next(e for e in _log(calls) if e["epoch"] >= 2)
         killed.update(victim)
         os.kill(victim["worker_pid"], signal.SIGKILL)

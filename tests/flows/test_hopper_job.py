@@ -5,17 +5,12 @@ loopback, and one worker killed in the middle of a sub-epoch."""
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import os
 import signal
-import subprocess
-import sys
 import threading
-import time
 from collections import Counter
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,64 +18,31 @@ import numpy as np
 import pytest
 
 import ultron
+from tests.flows.dask_processes import DaskProcesses, wait_for
 from ultron.datamanager.partitions import fetch_partition, list_shards, plan_partitions
 from ultron.master.hopper_search import READ_LOG_ENV
 from ultron.trial_records import trial_seed
 from ultron.worker.hopper import checkpoint_url, train_sequentially
 
 CODE = Path(__file__).parents[1] / "data" / "hopper"
-DASK = str(Path(sys.executable).with_name("dask"))
 WORKERS, CONFIGS, EPOCHS, SHARDS = 3, 6, 3, 6
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect")]
 
 
-def _wait_for(condition: Callable[[], bool], timeout: float = 180.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise TimeoutError("the awaited moment never came")
-        time.sleep(0.05)
-
-
 @pytest.fixture
-def partition_cluster(tmp_path: Path, s3_endpoint: str) -> Iterator[str]:
+def partition_cluster(tmp_path: Path, s3_endpoint: str, dask_processes: DaskProcesses) -> str:
     """``dask scheduler`` and three ``dask worker`` processes (with their nannies), worker k
     holding ``partition-k``; the workers see the S3 server (``s3_endpoint`` set the env)."""
     hold = tmp_path / "hold"
     hold.mkdir()
-    env = {**os.environ, "HOPPER_HOLD_DIR": str(hold)}
-    scheduler_file = tmp_path / "scheduler.json"
-    logs = (tmp_path / "dask.log").open("wb")
-    started: list[subprocess.Popen[bytes]] = []
-
-    def start(*args: str) -> None:
-        started.append(
-            subprocess.Popen(
-                [DASK, *args], env=env, stdout=logs, stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+    address = dask_processes.scheduler()
+    for k in range(WORKERS):
+        dask_processes.worker(
+            "--name", f"w{k}", "--resources", f"partition-{k}=1",
+            env={"HOPPER_HOLD_DIR": str(hold)},
         )  # fmt: skip
-
-    try:
-        start(
-            "scheduler", "--host", "127.0.0.1", "--port", "0", "--dashboard-address", ":0",
-            "--scheduler-file", str(scheduler_file),
-        )  # fmt: skip
-        _wait_for(lambda: scheduler_file.exists() and bool(scheduler_file.read_text()), 60)
-        address = json.loads(scheduler_file.read_text())["address"]
-        for k in range(WORKERS):
-            start(
-                "worker", address, "--nthreads", "1", "--memory-limit", "0", "--no-dashboard",
-                "--host", "127.0.0.1", "--name", f"w{k}", "--resources", f"partition-{k}=1",
-            )  # fmt: skip
-        yield address
-    finally:
-        for proc in reversed(started):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=30)
-        logs.close()
+    return address
 
 
 def _write_data(url: str, options: dict[str, Any]) -> None:
@@ -129,7 +91,7 @@ def test_hopper_job_visits_each_partition_once_per_epoch_and_survives_a_killed_w
     killed: dict[str, Any] = {}
 
     def kill_the_held_worker() -> None:  # a resumed sub-epoch waits there to be killed
-        _wait_for(lambda: hold.exists() and len(hold.read_text().split()) == 2)
+        wait_for(lambda: hold.exists() and len(hold.read_text().split()) == 2, "a held worker")
         pid, lr = hold.read_text().split()
         killed.update(pid=int(pid), lr=float(lr))
         os.kill(int(pid), signal.SIGKILL)
