@@ -14,14 +14,13 @@ import redis
 import ultron
 import ultron.api
 from tests.flows.elastic import (
-    SETTLE_S,
-    assert_each_once,
+    assert_scaled_up_then_down,
     done,
     most_at_once,
-    ran_at_once,
     scaling,
     spans_of,
     timed_spec,
+    up_then_down,
     wait_for,
 )
 from ultron.limiter.lease_keeper import LeaseKeeper
@@ -34,24 +33,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect")]
 def test_a_local_job_scales_up_then_down(tmp_path: Path, redis_url: str) -> None:
     job_id = f"elastic-local-{uuid.uuid4().hex[:8]}"
     client = redis.Redis.from_url(redis_url)
-    steps = [
-        (lambda: done(client, job_id) >= 1, 3),  # after its first trial
-        (lambda: done(client, job_id) >= 6 and ran_at_once(client, job_id) >= 3, 1),
-    ]
-    driver, asked, errors = scaling(client, job_id, steps, redis_url)
+    driver, scaled = scaling(client, job_id, up_then_down(client, job_id), redis_url)
     result = ultron.run(timed_spec(tmp_path, redis_url, loop="async"), job_id=job_id)
     driver.join(timeout=10)
-    assert not errors, errors
-    assert_each_once(result)
-    (up_at, _), (down_at, _) = asked
-    spans = spans_of(result)
-    assert most_at_once(spans, 0, up_at) == 1
-    assert most_at_once(spans, up_at + SETTLE_S, down_at) == 3  # from then on, 3 at once
-    assert most_at_once(spans, 0, float("inf")) <= 3
-    assert most_at_once(spans, down_at + SETTLE_S, float("inf")) == 1  # the last ones alone
-    # Not vacuous: a trial started once the scale-down settled (a freed worker may take one more
-    # trial within the scaler's read interval of the request, 0.5 s, before it applies).
-    assert sum(start > down_at + SETTLE_S for start, _ in spans) >= 1
+    assert_scaled_up_then_down(result, scaled)
 
 
 def test_min_parallelism_starts_with_what_is_free_and_grows(tmp_path: Path, redis_url: str) -> None:

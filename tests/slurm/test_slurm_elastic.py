@@ -14,14 +14,11 @@ import redis
 
 import ultron
 from tests.flows.elastic import (
-    SETTLE_S,
-    assert_each_once,
-    done,
-    most_at_once,
-    ran_at_once,
+    assert_scaled_up_then_down,
     scaling,
     spans_of,
     timed_spec,
+    up_then_down,
 )
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect")]
@@ -48,12 +45,9 @@ def test_a_slurm_job_adds_and_cancels_worker_jobs(
 
     counter = threading.Thread(target=count_worker_jobs, daemon=True)
     counter.start()
-    steps = [
-        (lambda: done(client, job_id) >= 1, 3),
-        # Once the new worker jobs run trials: 3 ran at once.
-        (lambda: ran_at_once(client, job_id) >= 3, 1),
-    ]
-    driver, asked, errors = scaling(client, job_id, steps, redis_url)
+    # Down once the new worker jobs run trials: a trial started since ran with two others.
+    steps = up_then_down(client, job_id, done_first=0)
+    driver, scaled = scaling(client, job_id, steps, redis_url)
     spec = timed_spec(
         tmp_path, redis_url, trials=TRIALS, name=name, loop="async",
         cluster={"type": "slurm", "walltime": "00:15:00"},
@@ -64,13 +58,9 @@ def test_a_slurm_job_adds_and_cancels_worker_jobs(
     finally:
         stop.set()
         counter.join(timeout=5)
-    assert not errors, errors
-    assert_each_once(result, TRIALS)
-    (up_at, _), (down_at, _) = asked
+    assert_scaled_up_then_down(result, scaled, TRIALS)
+    down_at = scaled.asked[1][0]
     spans = spans_of(result)
-    assert most_at_once(spans, 0, up_at) == 1
-    assert most_at_once(spans, up_at + SETTLE_S, down_at) == 3
-    assert most_at_once(spans, down_at + SETTLE_S, float("inf")) <= 1
     assert max(n for _, n in counts) == 3  # two worker jobs submitted on the way up
     last_end = max(end for _, end in spans)
     # Scaled down: the idle workers' jobs were cancelled while the last trial still ran.
