@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Sets up a development environment in .venv: ultron with the torch, s3, tf, data, report,
-# kubernetes, slurm and dev extras, and the Debian packages the tests drive (a TLS-capable
+# bench, kubernetes, slurm and dev extras, and the Debian packages the tests drive (a TLS-capable
 # redis-server, Chromium, SLURM, podman). ULTRON_EXTRAS picks other extras; ULTRON_TEST_TOOLS=0
 # skips the Debian packages (the quickstart sets both: a user's machine gets only what a job needs).
 # Idempotent: a second run only checks. Uses uv when it can (10x faster than pip).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
-EXTRAS=${ULTRON_EXTRAS:-torch,s3,tf,data,report,kubernetes,slurm,dev}
+EXTRAS=${ULTRON_EXTRAS:-torch,s3,tf,data,report,bench,kubernetes,slurm,dev}
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
