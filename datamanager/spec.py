@@ -41,7 +41,7 @@ STREAM_ONLY = ("text", "jsonl")  # records of strings and lists of any length: n
 
 
 def rule_error(rule: str, fix: str) -> PydanticCustomError:
-    """The same error as ``ultron.spec.space.rule_error`` (read back by ``ultron.spec.loader``).
+    """The same error as ``ultron.spec.strict.rule_error`` (read back by ``ultron.spec.loader``).
 
     Defined here, not imported, so that ``ultron.spec`` can import this module: the spec room sits
     above this one.
@@ -51,7 +51,7 @@ def rule_error(rule: str, fix: str) -> PydanticCustomError:
 
 class _Strict(BaseModel):
     # allow_inf_nan=False: a float field refuses .inf and .nan (YAML) and Infinity/NaN (JSON),
-    # as the rest of the job spec does (ultron.spec.space.Strict).
+    # as the rest of the job spec does (ultron.spec.strict.Strict).
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import Field, ValidationInfo, field_validator
 
-from ultron.spec.space import Strict, not_a_bool, rule_error
+from ultron.spec.strict import Strict, not_a_bool, rule_error
 
 __all__ = [
     "MAX_ITERATIONS",

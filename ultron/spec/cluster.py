@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Discriminator, Field, Tag, field_validator
 
-from ultron.spec.space import Strict, rule_error
+from ultron.spec.strict import Strict, rule_error
 
 __all__ = [
     "AddressCluster",

@@ -19,7 +19,7 @@ from typing import Annotated
 from pydantic import Field, StringConstraints, ValidationInfo
 
 from ultron.spec.archive_rules import ARCHIVE_SUFFIXES
-from ultron.spec.space import rule_error
+from ultron.spec.strict import rule_error
 
 __all__ = ["CodeURL", "check_code_location", "check_model_path"]
 

@@ -26,8 +26,9 @@ import difflib
 from collections.abc import Mapping
 from typing import Any
 
-from ultron.algorithms.space import condition_cycle
-from ultron.spec.space import ChoiceSpec, rule_error
+from ultron.algorithms.conditional import condition_cycle
+from ultron.spec.space import ChoiceSpec
+from ultron.spec.strict import rule_error
 
 __all__ = ["check_conditions"]
 

@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from ultron.spec.space import Strict, rule_error
+from ultron.spec.strict import Strict, rule_error
 
 __all__ = ["MAX_EPOCHS", "Execution", "check_execution"]
 

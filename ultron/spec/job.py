@@ -48,19 +48,14 @@ from ultron.spec.objectives import (
 )
 from ultron.spec.paper import PAPER_KEY_NAMES, from_paper
 from ultron.spec.sections import EarlyStopping, Objective, Resources
-from ultron.spec.space import (
-    DomainSpec,
-    Strict,
-    as_entry,
-    not_a_bool,
-    rule_error,
-)
+from ultron.spec.space import DomainSpec, as_entry
 from ultron.spec.strategy import (
     StrategyName,
     UserStrategy,
     check_strategy_name,
     check_strategy_options,
 )
+from ultron.spec.strict import Strict, not_a_bool, rule_error
 from ultron.spec.warm_start import WarmStart
 
 __all__ = [

@@ -34,7 +34,7 @@ from ultron.algorithms.registry import (
     MULTI_OBJECTIVE_STRATEGIES,
     is_builtin,
 )
-from ultron.spec.space import Strict, not_a_bool, rule_error
+from ultron.spec.strict import Strict, not_a_bool, rule_error
 
 __all__ = [
     "Constraint",

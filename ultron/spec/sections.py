@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, StringConstraints, field_validator, model_validator
 
 from ultron.algorithms.base import Direction
-from ultron.spec.space import Strict, non_finite, not_a_bool, rule_error
+from ultron.spec.strict import Strict, non_finite, not_a_bool, rule_error
 
 __all__ = ["EarlyStopping", "Objective", "Resources", "gpu_share"]
 

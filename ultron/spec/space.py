@@ -1,23 +1,18 @@
-"""The search space's entries, and the rules every number in a spec keeps.
+"""The search space's entries: what a spec may write for each hyper-parameter.
 
 A search-space entry is ``{type, low, high}`` (uniform, loguniform, int), a choice of
 values (a bare list ``[a, b, c]`` is one) or a list of sub-spaces (``{count: [1, 4], each:
 {...}}``, :class:`ListSpec`); any of them may exist only under a condition (``when:
 {optimizer: sgd}``, checked across entries by :mod:`ultron.spec.conditions`).
 
-Every number in a spec must be finite: pydantic's float fields refuse ``.inf``/``.nan``
-(YAML) and ``Infinity``/``NaN`` (JSON) through :class:`Strict`, and free-form values (a
-choice's values, options) are searched with
-:func:`non_finite`. An error made by :func:`rule_error` carries its own fix, which
-:mod:`ultron.spec.loader` prints under the field's name.
+Every entry is a :class:`~ultron.spec.strict.Strict` model, and keeps the rules every value in
+a spec keeps (:mod:`ultron.spec.strict`).
 
 Example:
     >>> parse_entry({"type": "int", "low": 1, "high": 8}).to_domain()
     IntRange(low=1, high=8, log=False)
     >>> parse_entry(["adam", "sgd"]).type
     'choice'
-    >>> non_finite({"momentum": [0.9, float("nan")]})
-    '.momentum[1]'
 """
 
 from __future__ import annotations
@@ -25,18 +20,11 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
-from pydantic_core import PydanticCustomError
+from pydantic import Field, TypeAdapter, field_validator, model_validator
 
-from ultron.algorithms.space import (
-    Choice,
-    Conditional,
-    Domain,
-    IntRange,
-    LogUniform,
-    Repeated,
-    Uniform,
-)
+from ultron.algorithms.conditional import Conditional, Repeated
+from ultron.algorithms.domains import Choice, Domain, IntRange, LogUniform, Uniform
+from ultron.spec.strict import Strict, non_finite, not_a_bool, rule_error
 
 __all__ = [
     "ENTRY_TYPES",
@@ -45,49 +33,14 @@ __all__ = [
     "IntSpec",
     "ListSpec",
     "LogUniformSpec",
-    "Strict",
     "UniformSpec",
     "as_entry",
-    "non_finite",
-    "not_a_bool",
     "parse_entry",
-    "rule_error",
 ]
 
 _INT_LIMIT = 2**53
 MAX_LIST_LENGTH = 64
 """The most elements a list entry's count may allow (each is a parameter of the flat space)."""
-
-
-def rule_error(
-    rule: str, fix: str, *, where: str | None = None, value: Any = None
-) -> PydanticCustomError:
-    """A validation error that carries its own fix, read back by ``ultron.spec.loader``.
-
-    ``where``: a dotted path below the field being validated (``momentum.when.optimizer``
-    under ``search_space``), with the ``value`` found there, for a rule that spans entries.
-    """
-    context: dict[str, Any] = {"rule": rule, "fix": fix}
-    if where is not None:
-        context.update(where=where, value=value)
-    return PydanticCustomError("ultron_rule", "{rule}", context)
-
-
-def non_finite(value: Any, path: str = "") -> str | None:
-    """Where a float ``nan`` or ``inf`` hides in ``value`` (lists and mappings searched too):
-    ``""`` for ``value`` itself, ``"[2]"`` or ``".key"`` below it; ``None`` when there is none."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return path
-    children: Any = ()
-    if isinstance(value, list | tuple):
-        children = ((f"{path}[{i}]", item) for i, item in enumerate(value))
-    elif isinstance(value, dict):
-        children = ((f"{path}.{key}", item) for key, item in value.items())
-    for where, item in children:
-        found = non_finite(item, where)
-        if found is not None:
-            return found
-    return None
 
 
 def _range_problem(kind: str, low: float, high: float) -> tuple[str, str] | None:
@@ -113,20 +66,6 @@ def _range_problem(kind: str, low: float, high: float) -> tuple[str, str] | None
             "narrow the bounds, or use type: loguniform for a wide positive range",
         )
     return None
-
-
-def not_a_bool(value: Any) -> Any:
-    """A ``mode="before"`` check for number fields: pydantic would read ``true`` as 1."""
-    if isinstance(value, bool):
-        raise rule_error("it must be a number, not true/false", "write a number")
-    return value
-
-
-class Strict(BaseModel):
-    """The base of every spec model: unknown keys are errors, values are frozen, floats finite."""
-
-    # allow_inf_nan=False: a float field refuses .inf and .nan (YAML) and Infinity/NaN (JSON).
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 def _without_legacy(data: Any) -> Any:

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, StringConstraints
 
 from ultron.algorithms.registry import BUILTIN_STRATEGIES, is_builtin, looks_like_dotted_path
-from ultron.spec.space import non_finite, rule_error
+from ultron.spec.strict import non_finite, rule_error
 
 __all__ = ["StrategyName", "UserStrategy", "check_strategy_name", "check_strategy_options"]
 

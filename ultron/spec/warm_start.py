@@ -22,7 +22,7 @@ from pydantic import Field, field_validator
 
 from ultron.errors import SpecError
 from ultron.paths import check_job_id
-from ultron.spec.space import Strict, rule_error
+from ultron.spec.strict import Strict, rule_error
 
 __all__ = ["MAX_WARM_START_JOBS", "WarmStart"]
 
