@@ -1,8 +1,9 @@
 """Any Optuna sampler (TPE, CMA-ES, GP, QMC, NSGA-II/III, random) behind the paper's interface.
 
-Optuna's ask-and-tell API does the work; this module only maps our domains to Optuna
-distributions, keeps asked trials open until the master scores them (so several candidates may be
-outstanding at once, as in an asynchronous loop) and turns the study into JSON-compatible state.
+Optuna's ask-and-tell API does the work; this module maps our domains to Optuna distributions
+(:mod:`ultron.algorithms.optuna_trials`), keeps asked trials open until the master scores them
+(so several candidates may be outstanding at once, as in an asynchronous loop) and turns the
+study into JSON-compatible state.
 
 Several objectives and constraints (``objectives`` and ``constraints``, see
 :mod:`ultron.algorithms.objectives`): the study gets one direction per objective, and each score
@@ -31,12 +32,17 @@ from typing import Any
 
 from ultron.algorithms.base import Direction, SearchAlgorithm
 from ultron.algorithms.objectives import Bound, Goal
+from ultron.algorithms.optuna_trials import (
+    import_optuna,
+    require,
+    suggest,
+    to_optuna_distribution,
+    trial_from_json,
+    trial_state,
+    trial_to_json,
+)
 from ultron.algorithms.space import (
-    Choice,
     Config,
-    Domain,
-    IntRange,
-    LogUniform,
     SearchSpace,
     canonical,
 )
@@ -78,31 +84,6 @@ _CONSTRAINT_PREFIX = "constraints:"
 _UNJUDGED = 1e300
 
 _MAX_REDRAWS = 20
-
-
-def _import_optuna() -> Any:
-    try:
-        import optuna
-    except ImportError as error:  # pragma: no cover - optuna is a core dependency
-        raise ImportError("OptunaSearch needs optuna: pip install ultron-automl") from error
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    return optuna
-
-
-def to_optuna_distribution(domain: Domain) -> Any:
-    """The Optuna distribution equivalent to one of our domains.
-
-    Example:
-        >>> to_optuna_distribution(IntRange(1, 8, log=True))
-        IntDistribution(high=8, log=True, low=1, step=1)
-    """
-    distributions = _import_optuna().distributions
-    if isinstance(domain, Choice):
-        return distributions.CategoricalDistribution(list(domain.values))
-    if isinstance(domain, IntRange):
-        return distributions.IntDistribution(domain.low, domain.high, log=domain.log)
-    log = isinstance(domain, LogUniform)
-    return distributions.FloatDistribution(domain.low, domain.high, log=log)
 
 
 class OptunaSearch(SearchAlgorithm):
@@ -172,16 +153,16 @@ class OptunaSearch(SearchAlgorithm):
     def check_options(cls, *, sampler: str | None = None, **sampler_options: Any) -> None:
         """Raise for options the sampler would reject (TypeError, ValueError); builds nothing."""
         name = cls._sampler_name(sampler)
-        sampler_class = getattr(_import_optuna().samplers, SAMPLERS[name])
+        sampler_class = getattr(import_optuna().samplers, SAMPLERS[name])
         inspect.signature(sampler_class).bind(seed=None, **sampler_options)
 
     def _new_sampler(self) -> Any:
-        optuna = _import_optuna()
+        optuna = import_optuna()
         cls = getattr(optuna.samplers, SAMPLERS[self.sampler_name])
         if self.sampler_name == "cmaes":
-            _require("cmaes", "CMA-ES")
+            require("cmaes", "CMA-ES")
         if self.sampler_name == "gp":
-            _require("torch", "the GP sampler")
+            require("torch", "the GP sampler")
         options = dict(self.sampler_options)
         if self.sampler_name in ("cmaes", "gp", "qmc"):
             # Falling back to independent sampling for categoricals is expected here, not news.
@@ -193,8 +174,8 @@ class OptunaSearch(SearchAlgorithm):
     def _new_study(self, sampler: Any) -> Any:
         if self.goals:
             directions = [goal.direction.value for goal in self.goals]
-            return _import_optuna().create_study(sampler=sampler, directions=directions)
-        return _import_optuna().create_study(sampler=sampler, direction=self.direction.value)
+            return import_optuna().create_study(sampler=sampler, directions=directions)
+        return import_optuna().create_study(sampler=sampler, direction=self.direction.value)
 
     def sample_hyperparameter_candidates(self, n: int) -> list[Config]:
         batch: list[Config] = []
@@ -223,7 +204,7 @@ class OptunaSearch(SearchAlgorithm):
                 self._open.setdefault(key, []).append(trial.number)
                 return config
             # A repeat within the batch: close it so the sampler moves on.
-            self._study.tell(trial.number, state=_trial_state("FAIL"))
+            self._study.tell(trial.number, state=trial_state("FAIL"))
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _suggest_conditional(self, trial: Any) -> Config:
@@ -233,7 +214,7 @@ class OptunaSearch(SearchAlgorithm):
         flat: Config = {}
         for name in self.search_space:
             if self.search_space.is_active(name, flat):
-                flat[name] = _suggest(trial, name, self.search_space[name])
+                flat[name] = suggest(trial, name, self.search_space[name])
         return self.search_space.nest(flat)
 
     def update_state(
@@ -269,8 +250,8 @@ class OptunaSearch(SearchAlgorithm):
         if not numbers:
             # Scored without being asked (a restored master, a user's seed point): record it.
             params = self.search_space.flatten(self.search_space.project(config))
-            trial = _import_optuna().trial.create_trial(
-                state=_trial_state("FAIL" if values is None else "COMPLETE"),
+            trial = import_optuna().trial.create_trial(
+                state=trial_state("FAIL" if values is None else "COMPLETE"),
                 values=values,
                 params=params,
                 distributions={name: self._distributions[name] for name in params},
@@ -282,7 +263,7 @@ class OptunaSearch(SearchAlgorithm):
         if not numbers:
             del self._open[canonical(config)]
         if values is None:
-            self._study.tell(number, state=_trial_state("FAIL"))
+            self._study.tell(number, state=trial_state("FAIL"))
             return
         storage = self._study._storage
         trial_id = storage.get_trial_id_from_study_id_trial_number(self._study._study_id, number)
@@ -296,7 +277,7 @@ class OptunaSearch(SearchAlgorithm):
             **super().state_dict(),
             "sampler": base64.b64encode(pickle.dumps(study.sampler)).decode("ascii"),
             "study_system_attrs": study._storage.get_study_system_attrs(study._study_id),
-            "trials": [_trial_to_json(t) for t in study.get_trials(deepcopy=False)],
+            "trials": [trial_to_json(t) for t in study.get_trials(deepcopy=False)],
             "open": {key: list(numbers) for key, numbers in self._open.items()},
         }
 
@@ -307,17 +288,8 @@ class OptunaSearch(SearchAlgorithm):
         for key, value in state["study_system_attrs"].items():
             self._study._storage.set_study_system_attr(self._study._study_id, key, value)
         for trial in state["trials"]:
-            self._study.add_trial(_trial_from_json(trial))
+            self._study.add_trial(trial_from_json(trial))
         self._open = {key: list(numbers) for key, numbers in state["open"].items()}
-
-
-def _suggest(trial: Any, name: str, domain: Domain) -> Any:
-    """``trial.suggest_*`` for one of our domains (the public define-by-run calls)."""
-    if isinstance(domain, Choice):
-        return trial.suggest_categorical(name, list(domain.values))
-    if isinstance(domain, IntRange):
-        return trial.suggest_int(name, domain.low, domain.high, log=domain.log)
-    return trial.suggest_float(name, domain.low, domain.high, log=isinstance(domain, LogUniform))
 
 
 def _finite(value: Any) -> float | None:
@@ -334,58 +306,6 @@ def _check_goals(sampler: str, goals: tuple[Goal, ...], bounds: tuple[Bound, ...
         )
     if bounds and not goals:
         raise ValueError("constraints need the objectives (the scores are then metric dicts)")
-
-
-def _require(module: str, what: str) -> None:
-    try:
-        __import__(module)
-    except ImportError as error:
-        raise ImportError(
-            f"{what} needs the {module!r} package: pip install {module} "
-            "(or the ultron-automl extra that provides it)"
-        ) from error
-
-
-def _trial_state(name: str) -> Any:
-    return getattr(_import_optuna().trial.TrialState, name)
-
-
-def _trial_to_json(trial: Any) -> dict[str, Any]:
-    to_json = _import_optuna().distributions.distribution_to_json
-    return {
-        "state": trial.state.name,
-        "values": trial.values,
-        "params": dict(trial.params),
-        "distributions": {name: to_json(d) for name, d in trial.distributions.items()},
-        "system_attrs": dict(trial.system_attrs),
-        "user_attrs": dict(trial.user_attrs),
-        "intermediate_values": {str(k): v for k, v in trial.intermediate_values.items()},
-    }
-
-
-def _trial_from_json(data: dict[str, Any]) -> Any:
-    optuna = _import_optuna()
-    from_json = optuna.distributions.json_to_distribution
-    state = _trial_state(data["state"])
-    kwargs = {
-        "params": data["params"],
-        "distributions": {name: from_json(d) for name, d in data["distributions"].items()},
-        "system_attrs": data["system_attrs"],
-        "user_attrs": data["user_attrs"],
-        "intermediate_values": {int(k): v for k, v in data["intermediate_values"].items()},
-    }
-    if state.name == "RUNNING":
-        # create_trial refuses open trials; build the frozen trial with the same fields.
-        trial = optuna.trial.create_trial(state=_trial_state("COMPLETE"), value=0.0, **kwargs)
-        trial.state, trial.values, trial.datetime_complete = state, None, None
-        return trial
-    values = data["values"] if "values" in data else _one(data.get("value"))
-    return optuna.trial.create_trial(state=state, values=values, **kwargs)
-
-
-def _one(value: float | None) -> list[float] | None:
-    """A state stored before several objectives (one ``value``) as Optuna's ``values``."""
-    return None if value is None else [value]
 
 
 # The registry's names: each fixes the sampler, so a job spec says ``strategy: cmaes``.

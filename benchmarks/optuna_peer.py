@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ultron.algorithms.base import Direction
-from ultron.algorithms.optuna_sampler import to_optuna_distribution
+from ultron.algorithms.optuna_trials import to_optuna_distribution
 from ultron.algorithms.space import Config, SearchSpace, canonical
 from ultron.algorithms.stoppers.base import Decision, Stopper, TrialId
 

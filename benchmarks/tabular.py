@@ -127,7 +127,7 @@ def run_optuna(table: Table, seed: int, trials: int) -> list[float]:
     """Best value after each trial, Optuna's own ``study.optimize`` with TPE (the peer)."""
     import optuna
 
-    from ultron.algorithms.optuna_sampler import to_optuna_distribution
+    from ultron.algorithms.optuna_trials import to_optuna_distribution
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     distributions = {n: to_optuna_distribution(d) for n, d in table.space.items()}
