@@ -60,8 +60,9 @@ from typing import Any
 import numpy as np
 
 from ultron.algorithms.base import Direction, SearchAlgorithm
+from ultron.algorithms.categories import Categories, latin_design
 from ultron.algorithms.policy import AttentionPolicy
-from ultron.algorithms.space import Choice, Config, Domain, IntRange, SearchSpace, canonical
+from ultron.algorithms.space import Config, SearchSpace, canonical
 
 __all__ = ["ReinforceSearch"]
 
@@ -139,15 +140,9 @@ class ReinforceSearch(SearchAlgorithm):
         self.target_kl = target_kl
         self.elite = elite
         self.elite_weight = elite_weight
-        self._sizes = [
-            _categories(domain, bins, exact=name in search_space.parents)
-            for name, domain in search_space.items()
-        ]
-        self._exact = not search_space.conditional and all(
-            _exact(domain, size)
-            for domain, size in zip(search_space.values(), self._sizes, strict=True)
-        )
-        self._conditions = _index_conditions(search_space)
+        self._view = Categories(search_space, bins=bins)
+        self._sizes = self._view.sizes
+        self._exact = self._view.exact
         self.policy = AttentionPolicy(
             self._sizes, dim=embedding_dim, rng=self.rng, learning_rate=learning_rate
         )
@@ -156,7 +151,7 @@ class ReinforceSearch(SearchAlgorithm):
         self._history: list[tuple[list[int], float]] = []
         self._baseline: float | None = None
         self._worst: float | None = None
-        self._design = _latin_design(self._sizes, warmup, self.rng)
+        self._design = latin_design(self._sizes, warmup, self.rng)
 
     @classmethod
     def check_options(cls, **options: Any) -> None:
@@ -186,31 +181,9 @@ class ReinforceSearch(SearchAlgorithm):
 
     # -- sampling --------------------------------------------------------------------------
 
-    def _decode(self, indices: list[int]) -> Config:
-        """The configuration of category indices (inactive parameters left out)."""
-        space = self.search_space
-        flat: Config = {}
-        for (name, domain), k, size in zip(space.items(), indices, self._sizes, strict=True):
-            if space.is_active(name, flat):
-                flat[name] = _value(domain, k, size, self.rng)
-        return space.nest(flat)
-
-    def _encode(self, config: Config) -> list[int]:
-        """Category indices of a configuration, ``-1`` for an inactive parameter (one the
-        configuration holds anyway, told by a user's code, is ignored)."""
-        flat = self.search_space.flatten(self.search_space.project(config))
-        return [
-            _index(domain, flat[name], size) if name in flat else -1
-            for (name, domain), size in zip(self.search_space.items(), self._sizes, strict=True)
-        ]
-
-    def _active(self, d: int, prefix: list[int]) -> bool:
-        """Whether flat parameter ``d`` is active given the category indices before it."""
-        return all(prefix[parent] in allowed for parent, allowed in self._conditions[d])
-
     def probabilities(self, config: Config) -> float:
         """The probability that the policy picks the slices (or values) of ``config``."""
-        return math.exp(self.policy.log_prob(self._encode(config)))
+        return math.exp(self.policy.log_prob(self._view.encode(config)))
 
     def sample_hyperparameter_candidates(self, n: int) -> list[Config]:
         suffixes = (
@@ -225,7 +198,7 @@ class ReinforceSearch(SearchAlgorithm):
                 config = self._draw_exact(suffixes) if self._exact else self._draw_redrawing()
             if config is None:
                 break
-            key, indices = canonical(config), self._encode(config)
+            key, indices = canonical(config), self._view.encode(config)
             self._seen[key] = indices
             if self._exact:
                 suffixes[key] = self._suffix(indices)
@@ -235,7 +208,7 @@ class ReinforceSearch(SearchAlgorithm):
     def _from_design(self) -> Config | None:
         """The next unproposed configuration of the initial design, or None once it is used."""
         while self._design:
-            config = self._decode(self._design.pop(0))
+            config = self._view.decode(self._design.pop(0), self.rng)
             if canonical(config) not in self._seen:
                 return config
         return None
@@ -273,16 +246,16 @@ class ReinforceSearch(SearchAlgorithm):
             k = int(self.rng.choice(size, p=weights / weights.sum()))
             prefix.append(k)
             matching = [(i, s) for i, s in matching if i[d] == k]
-        return self._decode(prefix)
+        return self._view.decode(prefix, self.rng)
 
     def _draw_redrawing(self) -> Config | None:
         """A draw from the policy, redrawn while it repeats one proposed before (numeric axes
         make repeats rare, so this ends at once); None once a finite space is used up."""
         if len(self._seen) >= self.search_space.size:
             return None
-        active = self._active if self.search_space.conditional else None
+        active = self._view.active if self.search_space.conditional else None
         for _ in range(_MAX_REDRAWS):
-            config = self._decode(self.policy.sample(self.rng, active))
+            config = self._view.decode(self.policy.sample(self.rng, active), self.rng)
             if canonical(config) not in self._seen:
                 return config
         return self.search_space.sample(self.rng)
@@ -293,7 +266,7 @@ class ReinforceSearch(SearchAlgorithm):
         self, hyperparameter_candidates: Sequence[Config], validation_scores: Sequence[float]
     ) -> None:
         for config, score in zip(hyperparameter_candidates, validation_scores, strict=True):
-            indices = self._encode(config)
+            indices = self._view.encode(config)
             self._seen[canonical(config)] = indices
             if math.isnan(score):
                 # A failure teaches "not here" as strongly as the worst result seen so far.
@@ -371,63 +344,3 @@ class ReinforceSearch(SearchAlgorithm):
         self._baseline = state["baseline"]
         self._worst = state["worst"]
         self._design = [[int(k) for k in i] for i in state.get("design", [])]
-
-
-def _categories(domain: Domain, bins: int, *, exact: bool = False) -> int:
-    """How many categories the policy uses for a domain: its values, or ``bins`` slices
-    (``exact``: one per value, for a parameter a condition reads)."""
-    if isinstance(domain, Choice):
-        return len(domain.values)
-    if isinstance(domain, IntRange) and (domain.size <= bins or exact):
-        return int(domain.size)
-    return bins
-
-
-def _index_conditions(space: SearchSpace) -> list[list[tuple[int, set[int]]]]:
-    """For each flat parameter, its conditions as (parent position, category indices the
-    parent may take); a parent's categories are its values (see :func:`_categories`)."""
-    position = {name: d for d, name in enumerate(space)}
-    out: list[list[tuple[int, set[int]]]] = []
-    for param in space.params:
-        conditions = []
-        for parent, values in param.when:
-            domain = space[parent]
-            allowed = {
-                i
-                for i, value in enumerate(domain.grid(int(domain.size)))
-                if any(Choice((value,)).contains(v) for v in values)
-            }
-            conditions.append((position[parent], allowed))
-        out.append(conditions)
-    return out
-
-
-def _latin_design(sizes: list[int], n: int, rng: np.random.Generator) -> list[list[int]]:
-    """``n`` index vectors in which each choice's categories appear equally often (±1)."""
-    if n == 0:
-        return []
-    columns = []
-    for size in sizes:
-        tiled = np.concatenate([rng.permutation(size) for _ in range(-(-n // size))])[:n]
-        columns.append(rng.permutation(tiled))
-    return [[int(column[i]) for column in columns] for i in range(n)]
-
-
-def _exact(domain: Domain, size: int) -> bool:
-    return isinstance(domain, Choice) or (isinstance(domain, IntRange) and domain.size == size)
-
-
-def _value(domain: Domain, k: int, size: int, rng: np.random.Generator) -> Any:
-    if isinstance(domain, Choice):
-        return domain.values[k]
-    if isinstance(domain, IntRange) and _exact(domain, size):
-        return domain.low + k
-    return domain.from_unit((k + float(rng.uniform())) / size)
-
-
-def _index(domain: Domain, value: Any, size: int) -> int:
-    if isinstance(domain, Choice):
-        return domain.index(value)
-    if isinstance(domain, IntRange) and _exact(domain, size):
-        return int(value) - domain.low
-    return min(int(domain.to_unit(value) * size), size - 1)
