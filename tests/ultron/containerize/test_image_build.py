@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from ultron.containerize.image import IMAGE_PYTHON, ImageError, build_job_image, find_builder
+from ultron.containerize.builder import ImageError, find_builder
+from ultron.containerize.image import IMAGE_PYTHON, build_job_image
 from ultron.deploy.security import GID, HOME, UID
 
 # The first run on a machine builds the base worker image (torch and all) from uv's cache that

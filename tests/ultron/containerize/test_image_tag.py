@@ -8,16 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from ultron.containerize.builder import Builder, ImageError, find_builder
 from ultron.containerize.codebase import code_hash
 from ultron.containerize.environment import TrialEnvironment
 from ultron.containerize.image import (
     IMAGE_CODE,
     IMAGE_PYTHON,
-    Builder,
     ImageEnvironment,
-    ImageError,
     JobImage,
-    find_builder,
     image_tag,
     with_image,
     worker_paths,
