@@ -29,8 +29,9 @@ from ultron.containerize.image import with_image, worker_paths
 from ultron.datamanager import DataServiceHandle, start_data_service
 from ultron.limiter.elastic import fit_parallelism
 from ultron.limiter.lease_keeper import LeaseKeeper
+from ultron.limiter.leases import Lease
 from ultron.limiter.limits import read_max_units, read_tenant_max_units
-from ultron.limiter.resource_limiter import Lease, ResourceLimiter
+from ultron.limiter.resource_limiter import ResourceLimiter
 from ultron.master.cancel import CANCEL
 from ultron.master.job_state import JobStatus, JobStore
 from ultron.paths import scratch_dir, ultron_home

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ultron.limiter.resource_limiter import Lease, ResourceLimiter
+from ultron.limiter.leases import Lease
+from ultron.limiter.resource_limiter import ResourceLimiter
 
 __all__ = ["fit_parallelism"]
 

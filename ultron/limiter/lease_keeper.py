@@ -8,7 +8,8 @@ from collections.abc import Callable
 
 import redis
 
-from ultron.limiter.resource_limiter import Lease, ResourceLimiter
+from ultron.limiter.leases import Lease
+from ultron.limiter.resource_limiter import ResourceLimiter
 
 __all__ = ["LeaseKeeper"]
 

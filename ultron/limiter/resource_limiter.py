@@ -45,76 +45,20 @@ import math
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import redis
 
 from ultron.errors import ResourceTimeoutError, UltronError
+from ultron.limiter.leases import Holding, Lease, Waiting
 from ultron.limiter.limits import _check_count, _issue, _text
 from ultron.limiter.script import KEY_NAMES, SCRIPT
 from ultron.redis import keys
 
-__all__ = ["Holding", "Lease", "ResourceLimiter", "Waiting"]
+__all__ = ["ResourceLimiter"]
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Lease:
-    """Units granted to one job until the lease expires or is released.
-
-    Attributes:
-        lease_id: unique id of this grant.
-        job_id: the job that holds it; one live lease per job.
-        units: units held (parallelism x per-trial units; ``R_req`` in the paper's Fig. 7).
-        tenant: the tenant the units count against.
-        ttl_s: seconds the lease lives after each grant or renewal.
-    """
-
-    lease_id: str
-    job_id: str
-    units: float
-    tenant: str
-    ttl_s: float
-
-
-@dataclass(frozen=True)
-class Holding:
-    """A live lease as seen by ``ResourceLimiter.holders``.
-
-    Attributes:
-        lease_id: id of the lease.
-        units: units held.
-        tenant: tenant the units count against.
-        expires_in_s: seconds until the lease expires unless renewed.
-        since: when the units were granted (seconds since the epoch, the Redis server's clock).
-    """
-
-    lease_id: str
-    units: float
-    tenant: str
-    expires_in_s: float
-    since: float = 0.0
-
-
-@dataclass(frozen=True)
-class Waiting:
-    """A job waiting for units, as seen by ``ResourceLimiter.waiters``.
-
-    Attributes:
-        job_id: the waiting job.
-        tenant: its tenant.
-        units: units it asks for.
-        since: when it started waiting (seconds since the epoch, the Redis server's clock).
-        expires_in_s: seconds until its entry expires unless it attempts again.
-    """
-
-    job_id: str
-    tenant: str
-    units: float
-    since: float
-    expires_in_s: float
 
 
 def _units(raw: Any) -> float:

@@ -18,8 +18,9 @@ import redis
 
 from ultron.errors import ResourceTimeoutError, UltronError
 from ultron.limiter.lease_keeper import LeaseKeeper
+from ultron.limiter.leases import Lease
 from ultron.limiter.limits import read_max_units
-from ultron.limiter.resource_limiter import Lease, ResourceLimiter
+from ultron.limiter.resource_limiter import ResourceLimiter
 
 MAX_UNITS = 10
 UNITS = 3  # e.g. parallelism 3 x 1 GPU per trial

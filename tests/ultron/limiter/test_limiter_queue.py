@@ -14,7 +14,8 @@ import pytest
 import redis
 
 from ultron.errors import ResourceTimeoutError
-from ultron.limiter.resource_limiter import Lease, ResourceLimiter
+from ultron.limiter.leases import Lease
+from ultron.limiter.resource_limiter import ResourceLimiter
 
 MAX_UNITS = 10  # as the limiter fixture's
 UNITS = 3
