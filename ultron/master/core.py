@@ -128,10 +128,19 @@ class MasterCore:
     _puts: dict[str, tuple[Config, dict[str, Any]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        # The resumes a previous master of the job held, saved with the stopper's state: their
-        # trials run again from their checkpoints and get them when they return suspended.
-        held = (self.state.stopper or {}).get("held", {})
-        self._held = {trial_id: Command.from_dict(command) for trial_id, command in held.items()}
+        # What a previous master of the job kept beside the stopper, saved with its state: the
+        # trials that returned suspended (the stopper resumes or ends them: they have no row
+        # yet, and no longer run), and the resumes held for trials that had not returned yet
+        # (those run again from their checkpoints and get them when they return suspended).
+        saved = self.state.stopper or {}
+        self._suspended = {
+            trial_id: TrialResult.from_dict(row)
+            for trial_id, row in saved.get("suspended", {}).items()
+        }
+        self._held = {
+            trial_id: Command.from_dict(command)
+            for trial_id, command in saved.get("held", {}).items()
+        }
 
     @property
     def calls(self) -> StrategyLog:
@@ -347,15 +356,18 @@ class MasterCore:
         self._checkpoint(rows)
 
     def _checkpoint(self, new: Sequence[TrialResult] = (), *, final: bool = False) -> None:
-        """Save the strategy's and the stopper's state (with the resumes held for trials not yet
-        returned), with the ``new`` rows of the table."""
+        """Save the strategy's and the stopper's state (with the suspended trials and the resumes
+        held for trials not yet returned), with the ``new`` rows of the table."""
         snapshot, logged = self.calls.checkpoint(len(self.state.trials), final=final)
         self.state.search_seconds = round(self.watch.elapsed(), 3)
         if snapshot is not None:
             self.state.algorithm = snapshot
         if self.driver is not None:
-            held = {trial_id: command.to_dict() for trial_id, command in self._held.items()}
-            self.state.stopper = {**self.driver.state_dict(), "held": held}
+            self.state.stopper = {
+                **self.driver.state_dict(),
+                "suspended": {trial_id: r.to_dict() for trial_id, r in self._suspended.items()},
+                "held": {trial_id: command.to_dict() for trial_id, command in self._held.items()},
+            }
         self.store.save(self.state, new, logged=logged)
 
     def _check_failures(self, new: Sequence[TrialResult]) -> None:

@@ -116,4 +116,27 @@ def test_a_restarted_master_honours_the_resume_its_predecessor_held(redis_url: s
     assert [(r.trial_id, r.exploit_from, r.resume) for r in restarted._to_start] == [
         ("0000", "0001", True)
     ]
+    # 0001 returned suspended before the restart: kept, its resume waits for a free slot.
+    assert set(restarted._suspended) == {"0001"} and not restarted._held
+
+
+def test_a_restarted_master_keeps_the_trials_that_returned_suspended(redis_url: str) -> None:
+    # 0001 returned suspended (no row yet, no longer running) when the master saved the job's
+    # state and died. The next master must still hold it: the round's resume for 0001 starts it
+    # again with its last result's attempts, instead of waiting for a return that never comes.
+    store = JobStore(redis.Redis.from_url(redis_url), f"suspended-{uuid.uuid4().hex[:8]}")
+    master, dispatcher = _pbt_master(store, JobState(store.job_id))
+    _boundary_reports(master)
+    dispatcher.running = {"0000"}
+    _returns(master, dispatcher, "0001")
+    master._checkpoint()
+
+    restarted, dispatcher = _pbt_master(store, store.load())
+    assert restarted._suspended == master._suspended
+    assert restarted.driver is not None
+    restarted.driver.start_trial("0000", CONFIGS["0000"])  # relaunched, from its checkpoint
+    _returns(restarted, dispatcher, "0000")
+    assert _run_commands(restarted, 2, can_start_new=False) == []
+    started = {(r.trial_id, r.exploit_from, r.attempt) for r in restarted._to_start}
+    assert started == {("0000", "0001", 2), ("0001", None, 2)}
     assert not restarted._suspended and not restarted._held
