@@ -5,6 +5,7 @@ a fake clock (HyperDrive section 7, Syne Tune's simulator backend).
 from __future__ import annotations
 
 from ultron.simulation.benchmark import Benchmark, LearningCurve, SimulatedClock
+from ultron.simulation.costs import SimulationCosts
 from ultron.simulation.jobs import (
     MemoryCache,
     MemoryStore,
@@ -21,5 +22,6 @@ __all__ = [
     "SimulatedClock",
     "SimulatedDispatcher",
     "SimulatedJob",
+    "SimulationCosts",
     "simulate_job",
 ]

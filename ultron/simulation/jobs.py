@@ -6,12 +6,15 @@ strategy, score cache logic and stopper driver a real job uses — with a
 :class:`SimulatedDispatcher` in place of Dask: each trial "trains" by replaying its known
 learning curve (:class:`~ultron.simulation.benchmark.Benchmark`), one step per event, and the
 clock jumps from event to event. Reports reach the stopper as they would from ``ultron.report``,
-and a stop or suspend is honoured at that step (a cooperative model). A free worker first serves
-the stopper's resumes, then asks the strategy for one new configuration; the strategy hears a
-trial's score when the trial ends (finished or stopped; a suspended trial has not ended), as in
-a real job. A day of a 256-worker cluster runs in seconds, because nothing trains. Nothing
-touches Redis: the job's state and score cache live in memory (:class:`MemoryStore`,
-:class:`MemoryCache`).
+and a stop or suspend is honoured as the real system honours it: the trial hears it with its
+next report (a cooperative model). Around the steps the simulator charges what a real job pays
+(:class:`~ultron.simulation.costs.SimulationCosts`, measured defaults): each trial's dispatch
+latency, and a checkpoint written by a trial that returns early and read back when it resumes. A
+free worker first serves the stopper's resumes, then asks the strategy for one new
+configuration; the strategy hears a trial's score when the trial ends (finished or stopped; a
+suspended trial has not ended), as in a real job. A day of a 256-worker cluster runs in seconds,
+because nothing trains. Nothing touches Redis: the job's state and score cache live in memory
+(:class:`MemoryStore`, :class:`MemoryCache`).
 
 Example:
     >>> from ultron.algorithms import Choice, Direction, GridSearch, SearchSpace
@@ -21,36 +24,40 @@ Example:
     ...     direction, max_resource = Direction.MINIMIZE, 3
     ...     def learning_curve(self, config):
     ...         return LearningCurve(values=(3.0, 2.0, float(config["x"])), durations=(1, 1, 1))
-    >>> out = simulate_job(Toy(), GridSearch(Toy.search_space), budget=3, workers=3)
+    >>> free = SimulationCosts.free()
+    >>> out = simulate_job(Toy(), GridSearch(Toy.search_space), budget=3, workers=3, costs=free)
     >>> out.best_score, out.elapsed, out.steps_trained
     (1.0, 3.0, 9)
     >>> out.time_to_target(2.0)
     3.0
+    >>> costs = SimulationCosts(start_s=0.25, return_s=0.5)
+    >>> simulate_job(Toy(), GridSearch(Toy.search_space), budget=3, workers=3, costs=costs).elapsed
+    3.75
 """
 
 from __future__ import annotations
 
 import contextlib
-import heapq
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ultron.algorithms.base import Direction, HPOAlgorithm
 from ultron.algorithms.space import Config, SearchSpace
-from ultron.algorithms.stoppers.base import Decision, Stopper
+from ultron.algorithms.stoppers.base import Stopper
 from ultron.master.early_stopping import StopperDriver
 from ultron.master.job_state import JobState
 from ultron.master.loops import Master, SearchSettings
 from ultron.master.results import best_trial
 from ultron.master.score_cache import answer, cache_field, stored_entry
-from ultron.simulation.benchmark import Benchmark, LearningCurve, SimulatedClock
-from ultron.trial_records import TrialRequest, TrialResult, TrialStatus
+from ultron.simulation.benchmark import Benchmark, SimulatedClock
+from ultron.simulation.costs import SimulationCosts
+from ultron.simulation.dispatcher import METRIC as _METRIC
+from ultron.simulation.dispatcher import SimulatedDispatcher
+from ultron.trial_records import TrialResult
 
 __all__ = ["MemoryCache", "MemoryStore", "SimulatedDispatcher", "SimulatedJob", "simulate_job"]
-
-_METRIC = "value"
 
 
 class MemoryStore:
@@ -111,145 +118,6 @@ class MemoryCache:
         return cache_field(config, self.space)
 
 
-@dataclass
-class _Running:
-    request: TrialRequest
-    curve: LearningCurve
-    started: float
-    reports: list[dict[str, Any]] = field(default_factory=list)
-
-
-class SimulatedDispatcher:
-    """Runs trials by replaying their learning curves on a simulated clock.
-
-    Args:
-        benchmark: knows every configuration's learning curve.
-        clock: the simulated clock (give the same one to stoppers that read time).
-        driver: the stopper driver, fed each step's report as it happens.
-    """
-
-    def __init__(
-        self, benchmark: Benchmark, clock: SimulatedClock, *, driver: StopperDriver | None = None
-    ) -> None:
-        self.benchmark = benchmark
-        self.clock = clock
-        self.driver = driver
-        self.steps_trained = 0
-        self._events: list[tuple[float, int, str]] = []
-        self._seq = 0
-        self._running: dict[str, _Running] = {}
-        # Kept across suspensions: a resumed trial goes on from its checkpoint, on the same curve.
-        self._curves: dict[str, LearningCurve] = {}
-        self.progress: dict[str, int] = {}  # steps done per trial
-        self._stopping: set[str] = set()  # asked to stop (the job's goal was reached)
-
-    @property
-    def in_flight(self) -> int:
-        return len(self._running)
-
-    @property
-    def trials_started(self) -> int:
-        """Trials that started training (a resume is not a new start)."""
-        return len(self._curves)
-
-    def request(
-        self, trial_id: str, config: Config, *, attempt: int = 1, resume: bool = False
-    ) -> TrialRequest:
-        return TrialRequest(
-            job_id="simulated",
-            trial_id=trial_id,
-            hyperparameters=config,
-            model="",
-            python="",
-            metric=_METRIC,
-            seed=0,
-            checkpoint_path="",
-            log_path="",
-            redis_url="",
-            resume=resume,
-            attempt=attempt,
-        )
-
-    def start(self, *requests: TrialRequest) -> None:
-        for request in requests:
-            trial_id = request.trial_id
-            if request.exploit_from is not None:
-                self._exploit(request)
-            if trial_id not in self._curves:
-                self._curves[trial_id] = self.benchmark.learning_curve(request.hyperparameters)
-            self._running[trial_id] = _Running(request, self._curves[trial_id], self.clock.now)
-            self._schedule(trial_id)
-
-    def _exploit(self, request: TrialRequest) -> None:
-        """PBT's exploit: the trial takes its source's state (its curve so far, its step) and
-        goes on under its new configuration, as the benchmark's ``continue_curve`` says."""
-        continue_curve = getattr(self.benchmark, "continue_curve", None)
-        if continue_curve is None:
-            raise TypeError(
-                f"{type(self.benchmark).__name__} has no continue_curve(prefix, config): it "
-                "cannot simulate population-based training's exploit"
-            )
-        source = str(request.exploit_from)
-        done = self.progress.get(source, 0)
-        curve = self._curves[source]
-        prefix = LearningCurve(curve.values[:done], curve.durations[:done])
-        self._curves[request.trial_id] = continue_curve(prefix, request.hyperparameters)
-        self.progress[request.trial_id] = done
-
-    def _schedule(self, trial_id: str) -> None:
-        running = self._running[trial_id]
-        step = self.progress.get(trial_id, 0)
-        self._seq += 1
-        heapq.heappush(
-            self._events, (self.clock.now + running.curve.durations[step], self._seq, trial_id)
-        )
-
-    def request_stop(self, reason: str, grace_s: float) -> list[str]:
-        """Ask the running trials to stop: each returns at its next step (a cooperative model)."""
-        self._stopping.update(self._running)
-        return sorted(self._running)
-
-    def wait_one(
-        self, wake: Callable[[], bool] | None = None, timeout: float | None = None
-    ) -> tuple[TrialResult, list[dict[str, Any]]] | None:
-        """Advance the clock to the next trial that returns; its result and curve (``None``,
-        the clock ``timeout`` later, when no trial returns before then). ``wake`` is not asked:
-        nothing changes a simulated job's parallelism while it runs."""
-        deadline = None if timeout is None else self.clock.now + timeout
-        while True:
-            if deadline is not None and (not self._events or self._events[0][0] > deadline):
-                self.clock.now = max(self.clock.now, deadline)
-                return None
-            now, _, trial_id = heapq.heappop(self._events)
-            self.clock.now = now
-            running = self._running[trial_id]
-            step = self.progress[trial_id] = self.progress.get(trial_id, 0) + 1
-            self.steps_trained += 1
-            value = running.curve.values[step - 1]
-            report = {"trial_id": trial_id, "step": step, "time": now, _METRIC: value}
-            running.reports.append(report)
-            told = None
-            if self.driver is not None:
-                self.driver.feed(report)
-                told = self.driver.decided(trial_id)
-            if trial_id in self._stopping:
-                told = Decision.STOP
-            if told in (Decision.STOP, Decision.SUSPEND) or step >= len(running.curve.values):
-                del self._running[trial_id]
-                request = running.request
-                result = TrialResult(
-                    trial_id,
-                    request.hyperparameters,
-                    TrialStatus.COMPLETED,
-                    score=value,
-                    metrics={_METRIC: value},
-                    attempts=request.attempt,
-                    duration=now - running.started,
-                )
-                return result, running.reports
-            self._schedule(trial_id)
-
-
 class _TargetReached(Exception):
     pass
 
@@ -300,17 +168,21 @@ def simulate_job(
     clock: SimulatedClock | None = None,
     tell_stopped: bool = True,
     target: float | None = None,
+    costs: SimulationCosts | None = None,
 ) -> SimulatedJob:
     """Run :class:`~ultron.master.loops.Master`'s asynchronous loop over a simulated cluster.
 
     With ``target``, the job ends as soon as a finished trial's score reaches it (as a user
     would cancel a job that found what it needed); otherwise it spends the whole budget.
+    ``costs`` is what the simulator charges besides the steps (default: the measured
+    :class:`~ultron.simulation.costs.SimulationCosts`; ``SimulationCosts.free()`` charges
+    nothing and honours a decision at the step it is made on).
     """
     clock = clock or SimulatedClock()
     driver = None
     if stopper is not None:
         driver = StopperDriver(stopper, None, "simulated", metric=_METRIC)
-    dispatcher = SimulatedDispatcher(benchmark, clock, driver=driver)
+    dispatcher = SimulatedDispatcher(benchmark, clock, driver=driver, costs=costs)
     best: list[tuple[float, float]] = []
     direction = Direction(benchmark.direction)
     maximize = direction is Direction.MAXIMIZE

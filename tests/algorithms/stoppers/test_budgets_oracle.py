@@ -24,7 +24,12 @@ from ultron.algorithms.stoppers import (
     hyperband_brackets,
 )
 from ultron.simulation.benchmark import LearningCurve
+from ultron.simulation.costs import SimulationCosts
 from ultron.simulation.jobs import simulate_job
+
+# The published schedules are the stoppers' own: on a free cluster a decision acts at the step
+# it is made on (the real system's one step of lag is the simulator's, tested there).
+FREE = SimulationCosts.free()
 
 # Table 1 of the Hyperband paper: for each bracket s, (n_i, r_i) per rung i.
 TABLE_1 = {
@@ -99,7 +104,12 @@ def test_hyperband_runs_the_published_number_of_trials_per_rung(workers: int) ->
     hb = Hyperband(max_resource=81, reduction_factor=3)
     bench = Ordered(81)
     job = simulate_job(
-        bench, RandomSearch(bench.search_space, seed=0), stopper=hb, workers=workers, budget=143
+        bench,
+        RandomSearch(bench.search_space, seed=0),
+        stopper=hb,
+        workers=workers,
+        budget=143,
+        costs=FREE,
     )
     assert hb.counts() == [(s, [n for n, _ in TABLE_1[s]]) for s in (4, 3, 2, 1, 0)]
     assert len(job.trials) == 143  # 81 + 34 + 15 + 8 + 5
@@ -119,7 +129,12 @@ def test_asha_promotion_pins_trials_per_rung() -> None:
     asha = ASHA(max_resource=81, reduction_factor=3, mode="promotion")
     bench = Ordered(81)
     simulate_job(
-        bench, RandomSearch(bench.search_space, seed=0), stopper=asha, workers=1, budget=81
+        bench,
+        RandomSearch(bench.search_space, seed=0),
+        stopper=asha,
+        workers=1,
+        budget=81,
+        costs=FREE,
     )
     state = asha.state_dict()
     assert [len(rung) for rung in state["recorded"]] == [81, 27, 9, 3, 1]

@@ -15,6 +15,7 @@ from ultron.algorithms.random_search import RandomSearch
 from ultron.algorithms.space import Choice, IntRange, SearchSpace
 from ultron.algorithms.stoppers import POP, Decision
 from ultron.simulation.benchmark import LearningCurve, SimulatedClock
+from ultron.simulation.costs import SimulationCosts
 from ultron.simulation.jobs import simulate_job
 from ultron.trial_records import TrialStatus
 
@@ -78,6 +79,7 @@ def test_non_learning_trials_are_stopped_at_the_kill_threshold() -> None:
         workers=4,
         budget=30,
         clock=clock,
+        costs=SimulationCosts.free(),  # stopped at the boundary's own step, not one later
     )
     flat = [t for t in job.trials if t.hyperparameters["kind"] == "flat"]
     assert flat, "the seed should draw some flat curves"

@@ -1,5 +1,7 @@
 """The simulator: the real master loop on a simulated clock, with workers, budget, target,
-what the strategy is told, and stoppers' decisions honoured at the step they are made."""
+what the strategy is told, and stoppers' decisions honoured at the step they are made (on a free
+cluster) or one step later; and what it charges besides the steps (dispatch latency, a
+checkpoint written on a stop or suspend and read on a resume)."""
 
 from __future__ import annotations
 
@@ -7,14 +9,17 @@ import math
 from typing import Any
 
 import numpy as np
+import pytest
 
 from ultron.algorithms import Choice, Direction, GridSearch, RandomSearch, SearchSpace, Uniform
 from ultron.algorithms.stoppers import ASHA, Command, Decision, Hyperband, Stopper
 from ultron.simulation.benchmark import LearningCurve
+from ultron.simulation.costs import SimulationCosts
 from ultron.simulation.jobs import simulate_job
 from ultron.trial_records import TrialStatus
 
 STEPS = 27
+FREE = SimulationCosts.free()  # the loop's own logic, on a cluster that costs nothing
 
 
 class Steps:
@@ -80,7 +85,7 @@ class Scripted(Stopper):
 
 
 def test_workers_run_in_parallel_on_the_simulated_clock() -> None:
-    job = simulate_job(Steps(), GridSearch(Steps.search_space), budget=6, workers=3)
+    job = simulate_job(Steps(), GridSearch(Steps.search_space), budget=6, workers=3, costs=FREE)
     # workers take x = 1, 2, 3; then 4, 5, 6 start at 4, 8 and 12 seconds
     assert job.elapsed == 12 + 24
     assert len(job.trials) == 6
@@ -92,7 +97,9 @@ def test_workers_run_in_parallel_on_the_simulated_clock() -> None:
 
 def test_without_a_stopper_every_sampled_trial_runs_to_its_end() -> None:
     bench = Curves()
-    job = simulate_job(bench, RandomSearch(bench.search_space, seed=4), budget=40, workers=8)
+    job = simulate_job(
+        bench, RandomSearch(bench.search_space, seed=4), budget=40, workers=8, costs=FREE
+    )
     # the same strategy, asked the same way, proposes the same 40 configurations
     again = RandomSearch(bench.search_space, seed=4)
     configs = [again.sample_hyperparameter_candidates(1)[0] for _ in range(40)]
@@ -104,7 +111,9 @@ def test_without_a_stopper_every_sampled_trial_runs_to_its_end() -> None:
 
 
 def test_the_target_ends_the_job_when_a_finished_trial_reaches_it() -> None:
-    job = simulate_job(Steps(), GridSearch(Steps.search_space), budget=6, workers=1, target=8.0)
+    job = simulate_job(
+        Steps(), GridSearch(Steps.search_space), budget=6, workers=1, target=8.0, costs=FREE
+    )
     # x=1 ends at 4 s with 4.0; x=2 runs 4 steps of 2 s and ends with 8.0
     assert job.time_to_target(8.0) == job.elapsed == 4 + 2 * 4
     assert [t.hyperparameters["x"] for t in job.trials] == [1, 2]
@@ -115,7 +124,7 @@ def test_the_target_ends_the_job_when_a_finished_trial_reaches_it() -> None:
 def test_stop_and_suspend_are_honoured_at_the_step_they_are_decided() -> None:
     stopper = Scripted({("0000", 2): Decision.SUSPEND, ("0001", 1): Decision.STOP})
     recorder = Recorder()
-    job = simulate_job(Steps(), recorder, budget=3, workers=1, stopper=stopper)
+    job = simulate_job(Steps(), recorder, budget=3, workers=1, stopper=stopper, costs=FREE)
     rows = {t.trial_id: t for t in job.trials}
     steps = {t: [(r["step"], r["time"]) for r in job.curves[t]] for t in rows}
     # x=1 leaves its worker after step 2, and resumes at step 3 once the budget is launched
@@ -136,7 +145,13 @@ def test_stopped_trials_are_told_their_last_value_or_nan() -> None:
         recorder = Recorder()
         asha = ASHA(direction="minimize", max_resource=4, reduction_factor=2)  # x=1 is best
         simulate_job(
-            Steps(), recorder, budget=6, workers=1, stopper=asha, tell_stopped=tell_stopped
+            Steps(),
+            recorder,
+            budget=6,
+            workers=1,
+            stopper=asha,
+            tell_stopped=tell_stopped,
+            costs=FREE,
         )
         scores = dict(recorder.told)
         assert scores[1] == 4.0  # the first (and best) runs all 4 steps
@@ -190,3 +205,66 @@ def test_hyperband_suspends_and_resumes_in_the_master_without_repeating_steps() 
         known = bench.learning_curve(trial.hyperparameters).values[:reached]
         assert [r["value"] for r in curve] == list(known)
     assert job.steps_trained < 30 * STEPS
+
+
+def test_each_trial_pays_its_dispatch_latency_on_its_worker() -> None:
+    costs = SimulationCosts(start_s=0.5, return_s=0.25, checkpoint_write_s=9, checkpoint_read_s=9)
+    job = simulate_job(Steps(), GridSearch(Steps.search_space), budget=2, workers=1, costs=costs)
+    steps = {
+        t.hyperparameters["x"]: [r["time"] for r in job.curves[t.trial_id]] for t in job.trials
+    }
+    # x=1: submitted at 0, its first step begins at 0.5; the master has it at 4.5 + 0.25
+    assert steps[1] == [1.5, 2.5, 3.5, 4.5]
+    # x=2 is submitted as x=1's result arrives, and begins 0.5 later; nothing stopped early,
+    # so no checkpoint was written or read
+    assert steps[2] == [4.75 + 0.5 + 2 * s for s in range(1, 5)]
+    assert job.elapsed == 13.25 + 0.25 == job.best_over_time[-1][0]
+    assert [t.duration for t in job.trials] == [4.75, 8.75]
+
+
+def test_a_stop_and_a_suspend_pay_a_step_of_lag_a_checkpoint_write_and_read() -> None:
+    """A decision reaches the trial with its next report (ultron.worker.runner answers each
+    report with the stop flag as it is); the trial then writes its checkpoint and returns; a
+    resumed attempt reads it back before its next step."""
+    stopper = Scripted({("0000", 2): Decision.SUSPEND, ("0001", 1): Decision.STOP})
+    costs = SimulationCosts(
+        start_s=0.5, return_s=0.25, checkpoint_write_s=2, checkpoint_read_s=4, decision_lag=1
+    )
+    job = simulate_job(Steps(), Recorder(), budget=3, workers=1, stopper=stopper, costs=costs)
+    rows = {t.trial_id: t for t in job.trials}
+    steps = {t: [(r["step"], r["time"]) for r in job.curves[t]] for t in rows}
+    # x=1 (1 s steps): suspended at step 2, hears it at step 3 (3.5), writes, result at 5.75
+    # x=2 (2 s steps) starts at 5.75: stopped at step 1 (8.25), hears it at step 2 (10.25)
+    assert steps["0001"] == [(1, 8.25), (2, 10.25)]
+    assert rows["0001"].status is TrialStatus.STOPPED and rows["0001"].score == 4.0
+    # x=3 (3 s steps) starts at 10.25 + 2 + 0.25 = 12.5 and ends at 25, result at 25.25
+    assert steps["0002"] == [(s, 13.0 + 3 * s) for s in range(1, 5)]
+    # x=1 resumes at 25.25: dispatch 0.5, checkpoint read 4, then its last step (1 s)
+    assert steps["0000"] == [(1, 1.5), (2, 2.5), (3, 3.5), (4, 30.75)]
+    assert rows["0000"].status is TrialStatus.COMPLETED and rows["0000"].attempts == 2
+    assert job.elapsed == 31.0
+    assert job.steps_trained == 4 + 2 + 4  # each step once, the lagged ones included
+
+
+def test_a_trial_suspended_as_it_trains_its_last_step_resumes_to_return_at_once() -> None:
+    stopper = Scripted({("0000", 3): Decision.SUSPEND})  # heard at step 4, its last
+    costs = SimulationCosts(
+        start_s=0.5, return_s=0.25, checkpoint_write_s=2, checkpoint_read_s=4, decision_lag=1
+    )
+    job = simulate_job(Steps(), Recorder(), budget=2, workers=1, stopper=stopper, costs=costs)
+    rows = {t.trial_id: t for t in job.trials}
+    assert [r["step"] for r in job.curves["0000"]] == [1, 2, 3, 4]
+    # x=1 returns at 4.5 + 2 + 0.25; x=2 runs from 6.75 to 15.25, its result at 15.5; x=1's
+    # second attempt restores its checkpoint and returns with nothing left to train
+    assert rows["0000"].attempts == 2 and rows["0000"].score == 4.0
+    assert job.elapsed == 15.5 + 0.5 + 4 + 0.25
+    assert job.steps_trained == 8
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("start_s", -0.1), ("return_s", math.nan), ("checkpoint_read_s", "1"), ("decision_lag", 0.5)],
+)
+def test_costs_refuse_a_bad_value_naming_the_field(field: str, value: Any) -> None:
+    with pytest.raises(ValueError, match=f"^{field} is "):
+        SimulationCosts(**{field: value})
