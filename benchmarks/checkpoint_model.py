@@ -63,3 +63,10 @@ class DigitsTrainer:
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
         }
+
+    def restore(self, state: dict[str, Any]) -> int:
+        """Load a checkpoint's weights and optimizer state (what a resumed trial does); its
+        epoch."""
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        return int(state["epoch"])

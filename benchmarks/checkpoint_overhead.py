@@ -16,6 +16,13 @@ shown apart. Each row gives medians over the rounds (and the best round): wall t
 loop and of one epoch, and this process's CPU time (the syncer's counts only in ``s3-thread``;
 the server's never).
 
+After each run with checkpoints, a resume is timed as a resumed trial pays it: in ``local``
+the newest checkpoint is loaded from its folder (the same worker); in the S3 modes it is first
+restored from the store into an empty folder (``restore_latest``: another worker), then loaded;
+both end with the weights and optimizer state in a fresh model (``resume s``). The simulator's
+checkpoint costs (:class:`ultron.simulation.costs.SimulationCosts`) come from ``save s`` and
+``resume s``.
+
     python -m benchmarks.checkpoint_overhead --epochs 6 --rounds 5 [--threads 1]
 """
 
@@ -38,8 +45,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.checkpoint_model import DigitsTrainer
-from ultron.checkpoints import save_torch
-from ultron.worker.checkpoint_store import remote_fs
+from ultron.checkpoints import load_latest_torch, save_torch
+from ultron.worker.checkpoint_store import remote_fs, restore_latest
 from ultron.worker.syncer import CheckpointSyncer
 
 MODES = ("off", "local", "s3-side", "s3-thread")
@@ -141,9 +148,30 @@ def run_once(mode: str, args: argparse.Namespace, remote: str, options: dict[str
         row["flushed"] = thread.stop(timeout_s=120)
         row["uploaded"], row["errors"] = len(thread.uploaded), len(thread.errors)
     row["stop"] = time.perf_counter() - stop_started
+    if mode != "off":
+        row["resume"] = time_resume(mode, args, local, remote, options)
     row["size_mb"] = sum(f.stat().st_size for f in local.rglob("*.pt")) / max(len(saves), 1) / 1e6
     shutil.rmtree(local, ignore_errors=True)
     return row
+
+
+def time_resume(
+    mode: str, args: argparse.Namespace, local: Path, remote: str, options: dict[str, Any]
+) -> float:
+    """Seconds to resume from the run's newest checkpoint into a fresh model: loaded from
+    ``local`` (``local`` mode), or restored from the store into an empty folder first."""
+    fresh = DigitsTrainer(args.samples, hidden=args.hidden, seed=1)
+    folder = local
+    target = Path(tempfile.mkdtemp(prefix=f"resume-{mode}-"))
+    try:
+        started = time.perf_counter()
+        if mode != "local":
+            restore_latest(remote, target, storage_options=options)
+            folder = target
+        fresh.restore(load_latest_torch(folder))
+        return time.perf_counter() - started
+    finally:
+        shutil.rmtree(target, ignore_errors=True)
 
 
 def report(rows: list[dict], args: argparse.Namespace) -> None:
@@ -161,7 +189,8 @@ def report(rows: list[dict], args: argparse.Namespace) -> None:
     )
     print(
         f"{'mode':<10}{'loop s':>8}{'ratio':>7}{'best s':>8}{'ratio':>7}{'epoch s':>9}{'ratio':>7}"
-        f"{'CPU s':>7}{'ratio':>7}{'save s':>8}{'ckpt MB':>9}{'stop s':>8}{'uploaded':>10}"
+        f"{'CPU s':>7}{'ratio':>7}{'save s':>8}{'resume s':>9}{'ckpt MB':>9}{'stop s':>8}"
+        f"{'uploaded':>10}"
     )
     for mode, runs in by_mode.items():
         loop = statistics.median(r["loop"] for r in runs)
@@ -170,12 +199,14 @@ def report(rows: list[dict], args: argparse.Namespace) -> None:
         cpu = statistics.median(r["cpu"] for r in runs)
         saves = [s for r in runs for s in r["saves"]]
         save = statistics.median(saves) if saves else 0.0
+        resumes = [r["resume"] for r in runs if "resume" in r]
+        resume = f"{statistics.median(resumes):>9.3f}" if resumes else f"{'-':>9}"
         stop = statistics.median(r["stop"] for r in runs)
         uploaded = str(sum(r["uploaded"] for r in runs)) if "uploaded" in runs[0] else "-"
         print(
             f"{mode:<10}{loop:>8.2f}{loop / base['loop']:>7.3f}"
             f"{best:>8.2f}{best / base['best']:>7.3f}{epoch:>9.3f}{epoch / base['epoch']:>7.3f}"
-            f"{cpu:>7.2f}{cpu / base['cpu']:>7.3f}{save:>8.3f}"
+            f"{cpu:>7.2f}{cpu / base['cpu']:>7.3f}{save:>8.3f}{resume}"
             f"{runs[0]['size_mb']:>9.1f}{stop:>8.2f}{uploaded:>10}"
         )
     for mode, runs in by_mode.items():

@@ -113,7 +113,7 @@ class SimulatedDispatcher:
             if self.progress.get(trial_id, 0) < len(running.curve.values):
                 self._schedule(trial_id, delay)
             else:  # suspended as it trained its last step: its checkpoint is the finished model
-                self._return(running, running.curve.values[-1], told=False, after=delay)
+                self._return(running, running.curve.values[-1], trained=False, after=delay)
 
     def _exploit(self, request: TrialRequest) -> None:
         """PBT's exploit: the trial takes its source's state (its curve so far, its step) and
@@ -132,10 +132,12 @@ class SimulatedDispatcher:
         self.progress[request.trial_id] = done
 
     def _schedule(self, trial_id: str, delay: float = 0.0) -> None:
-        """The trial's next step ends ``delay`` seconds plus the step's own from now."""
+        """The trial's next step is reported ``delay`` seconds plus the step's own and its
+        report's from now."""
         running = self._running[trial_id]
         step = self.progress.get(trial_id, 0)
-        self._push(self.clock.now + delay + running.curve.durations[step], trial_id, ends=False)
+        took = running.curve.durations[step] + self.costs.report_s
+        self._push(self.clock.now + delay + took, trial_id, ends=False)
 
     def _push(self, when: float, trial_id: str, *, ends: bool) -> None:
         self._seq += 1
@@ -177,18 +179,20 @@ class SimulatedDispatcher:
             last = step >= len(running.curve.values)
             lag = self.costs.decision_lag
             heard = running.told_at is not None and step >= running.told_at + lag
-            told = heard or trial_id in self._stopping
-            if last or told:
-                self._return(running, value, told=told)
+            if last or heard or trial_id in self._stopping:
+                self._return(running, value, trained=True)
             else:
                 self._schedule(trial_id)
 
-    def _return(self, running: _Running, value: float, *, told: bool, after: float = 0.0) -> None:
-        """The trial's ``score`` returns ``after`` seconds from now (having written a checkpoint
-        first when a report told it to stop); the master has its result ``return_s`` later."""
+    def _return(
+        self, running: _Running, value: float, *, trained: bool, after: float = 0.0
+    ) -> None:
+        """The trial's ``score`` returns ``after`` seconds from now, having written its
+        checkpoint first when it ``trained`` a step in this attempt; the master has its result
+        ``return_s`` later."""
         request = running.request
         end = self.clock.now + after + self.costs.return_s
-        end += self.costs.checkpoint_write_s if told else 0.0
+        end += self.costs.checkpoint_write_s if trained else 0.0
         running.result = TrialResult(
             request.trial_id,
             request.hyperparameters,

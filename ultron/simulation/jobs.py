@@ -9,11 +9,11 @@ clock jumps from event to event. Reports reach the stopper as they would from ``
 and a stop or suspend is honoured as the real system honours it: the trial hears it with its
 next report (a cooperative model). Around the steps the simulator charges what a real job pays
 (:class:`~ultron.simulation.costs.SimulationCosts`, measured defaults): each trial's dispatch
-latency, and a checkpoint written by a trial that returns early and read back when it resumes. A
-free worker first serves the stopper's resumes, then asks the strategy for one new
-configuration; the strategy hears a trial's score when the trial ends (finished or stopped; a
-suspended trial has not ended), as in a real job. A day of a 256-worker cluster runs in seconds,
-because nothing trains. Nothing touches Redis: the job's state and score cache live in memory
+latency, and a checkpoint written as a trial returns and read back when it resumes. A free
+worker first serves the stopper's resumes, then asks the strategy for one new configuration; the
+strategy hears a trial's score when the trial ends (finished or stopped; a suspended trial has
+not ended), as in a real job. A day of a 256-worker cluster runs in seconds, because nothing
+trains. Nothing touches Redis: the job's state and score cache live in memory
 (:class:`MemoryStore`, :class:`MemoryCache`).
 
 Example:
@@ -30,9 +30,9 @@ Example:
     (1.0, 3.0, 9)
     >>> out.time_to_target(2.0)
     3.0
-    >>> costs = SimulationCosts(start_s=0.25, return_s=0.5)
+    >>> costs = SimulationCosts(start_s=0.25, report_s=0.25, checkpoint_write_s=0.25, return_s=0.5)
     >>> simulate_job(Toy(), GridSearch(Toy.search_space), budget=3, workers=3, costs=costs).elapsed
-    3.75
+    4.75
 """
 
 from __future__ import annotations

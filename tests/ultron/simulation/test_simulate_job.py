@@ -207,28 +207,30 @@ def test_hyperband_suspends_and_resumes_in_the_master_without_repeating_steps() 
     assert job.steps_trained < 30 * STEPS
 
 
-def test_each_trial_pays_its_dispatch_latency_on_its_worker() -> None:
-    costs = SimulationCosts(start_s=0.5, return_s=0.25, checkpoint_write_s=9, checkpoint_read_s=9)
+def test_each_trial_pays_its_dispatch_latency_and_each_report_its_round_trip() -> None:
+    costs = SimulationCosts(
+        start_s=0.5, return_s=0.25, report_s=0.25, checkpoint_write_s=0, checkpoint_read_s=0
+    )
     job = simulate_job(Steps(), GridSearch(Steps.search_space), budget=2, workers=1, costs=costs)
     steps = {
         t.hyperparameters["x"]: [r["time"] for r in job.curves[t.trial_id]] for t in job.trials
     }
-    # x=1: submitted at 0, its first step begins at 0.5; the master has it at 4.5 + 0.25
-    assert steps[1] == [1.5, 2.5, 3.5, 4.5]
-    # x=2 is submitted as x=1's result arrives, and begins 0.5 later; nothing stopped early,
-    # so no checkpoint was written or read
-    assert steps[2] == [4.75 + 0.5 + 2 * s for s in range(1, 5)]
-    assert job.elapsed == 13.25 + 0.25 == job.best_over_time[-1][0]
-    assert [t.duration for t in job.trials] == [4.75, 8.75]
+    # x=1: submitted at 0, its first step begins at 0.5; each step (1 s) and its report (0.25 s)
+    # take 1.25 s; the master has it at 5.5 + 0.25
+    assert steps[1] == [1.75, 3.0, 4.25, 5.5]
+    # x=2 is submitted as x=1's result arrives, and begins 0.5 later
+    assert steps[2] == [5.75 + 0.5 + 2.25 * s for s in range(1, 5)]
+    assert job.elapsed == 15.25 + 0.25 == job.best_over_time[-1][0]
+    assert [t.duration for t in job.trials] == [5.75, 9.75]
 
 
 def test_a_stop_and_a_suspend_pay_a_step_of_lag_a_checkpoint_write_and_read() -> None:
     """A decision reaches the trial with its next report (ultron.worker.runner answers each
-    report with the stop flag as it is); the trial then writes its checkpoint and returns; a
+    report with the stop flag as it is); the trial writes its checkpoint as it returns; a
     resumed attempt reads it back before its next step."""
     stopper = Scripted({("0000", 2): Decision.SUSPEND, ("0001", 1): Decision.STOP})
     costs = SimulationCosts(
-        start_s=0.5, return_s=0.25, checkpoint_write_s=2, checkpoint_read_s=4, decision_lag=1
+        start_s=0.5, return_s=0.25, checkpoint_write_s=2, checkpoint_read_s=4, report_s=0
     )
     job = simulate_job(Steps(), Recorder(), budget=3, workers=1, stopper=stopper, costs=costs)
     rows = {t.trial_id: t for t in job.trials}
@@ -237,27 +239,28 @@ def test_a_stop_and_a_suspend_pay_a_step_of_lag_a_checkpoint_write_and_read() ->
     # x=2 (2 s steps) starts at 5.75: stopped at step 1 (8.25), hears it at step 2 (10.25)
     assert steps["0001"] == [(1, 8.25), (2, 10.25)]
     assert rows["0001"].status is TrialStatus.STOPPED and rows["0001"].score == 4.0
-    # x=3 (3 s steps) starts at 10.25 + 2 + 0.25 = 12.5 and ends at 25, result at 25.25
+    # x=3 (3 s steps) starts at 10.25 + 2 + 0.25 = 12.5 and ends at 25: a finished trial
+    # writes its checkpoint too, so its result arrives at 27.25
     assert steps["0002"] == [(s, 13.0 + 3 * s) for s in range(1, 5)]
-    # x=1 resumes at 25.25: dispatch 0.5, checkpoint read 4, then its last step (1 s)
-    assert steps["0000"] == [(1, 1.5), (2, 2.5), (3, 3.5), (4, 30.75)]
+    # x=1 resumes at 27.25: dispatch 0.5, checkpoint read 4, then its last step (1 s)
+    assert steps["0000"] == [(1, 1.5), (2, 2.5), (3, 3.5), (4, 32.75)]
     assert rows["0000"].status is TrialStatus.COMPLETED and rows["0000"].attempts == 2
-    assert job.elapsed == 31.0
+    assert job.elapsed == 32.75 + 2 + 0.25
     assert job.steps_trained == 4 + 2 + 4  # each step once, the lagged ones included
 
 
 def test_a_trial_suspended_as_it_trains_its_last_step_resumes_to_return_at_once() -> None:
     stopper = Scripted({("0000", 3): Decision.SUSPEND})  # heard at step 4, its last
     costs = SimulationCosts(
-        start_s=0.5, return_s=0.25, checkpoint_write_s=2, checkpoint_read_s=4, decision_lag=1
+        start_s=0.5, return_s=0.25, checkpoint_write_s=2, checkpoint_read_s=4, report_s=0
     )
     job = simulate_job(Steps(), Recorder(), budget=2, workers=1, stopper=stopper, costs=costs)
     rows = {t.trial_id: t for t in job.trials}
     assert [r["step"] for r in job.curves["0000"]] == [1, 2, 3, 4]
-    # x=1 returns at 4.5 + 2 + 0.25; x=2 runs from 6.75 to 15.25, its result at 15.5; x=1's
-    # second attempt restores its checkpoint and returns with nothing left to train
+    # x=1 returns at 4.5 + 2 + 0.25; x=2 runs from 6.75 to 15.25, its result at 17.5; x=1's
+    # second attempt restores its checkpoint and returns with nothing to train (or write)
     assert rows["0000"].attempts == 2 and rows["0000"].score == 4.0
-    assert job.elapsed == 15.5 + 0.5 + 4 + 0.25
+    assert job.elapsed == 17.5 + 0.5 + 4 + 0.25
     assert job.steps_trained == 8
 
 
