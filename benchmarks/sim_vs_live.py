@@ -6,23 +6,23 @@ default, ASHA with ``--stopper asha``):
 - **live**, as a real ultron job (``ultron.run``: Prefect, Dask workers, warm trial processes,
   Redis, the stopper driver) whose model (``benchmarks/lcbench_sleep_model``) trains nothing:
   each epoch it sleeps the surrogate's epoch time times ``--scale`` and reports the surrogate's
-  accuracy; told to stop it writes a checkpoint of ``--checkpoint-mb``, and resumed it reads
-  it back and goes on from the next epoch;
+  accuracy; as it returns (told to stop, or finished) it writes a checkpoint of
+  ``--checkpoint-mb``, and resumed it reads it back and goes on from the next epoch;
 - **simulated**, :func:`~ultron.simulation.jobs.simulate_job` on the same curves (the same
   scaled seconds), with the stopper and strategy the job's spec builds (``build_stopper``,
   ``build_strategy``: the same seed, so the same configurations), and the same costs.
 
-The costs (:class:`~ultron.simulation.costs.SimulationCosts`) are measured here before the
-runs, by the code the live job runs: the model's own checkpoint write and read, timed in this
-process; the dispatch latency is the recorded default (``benchmarks/overhead.py``), or with
-``--calibrate`` measured now by ``benchmarks.overhead.run_ours`` (a job of zero-sleep trials at
-the same parallelism: its search time per trial). Both jobs run the whole budget (no target
-ends them). Printed: each run's wall time (the live job's ``search_loop`` less its workers'
-start, as ``benchmarks/overhead.py`` times it; the simulation's elapsed seconds), their ratio,
-and what each trained.
+The costs (:class:`~ultron.simulation.costs.SimulationCosts`) are measured before each run, by
+the code the live job runs: the model's own checkpoint write and read, timed in this process;
+the dispatch latency and a report's cost are the recorded defaults (``benchmarks/overhead.py``
+and an earlier live run), or with ``--calibrate`` measured now by a short job of the same model
+(:func:`calibrate`), so that the simulation pays what this machine's load costs at the time.
+Both jobs run the whole budget (no target ends them). Printed: each run's wall time (the live
+job's ``search_loop`` less its workers' start, as ``benchmarks/overhead.py`` times it; the
+simulation's elapsed seconds), their ratio, and what each trained.
 
-    python -m benchmarks.sim_vs_live --runs 2
-    python -m benchmarks.sim_vs_live --stopper asha --runs 2
+    python -m benchmarks.sim_vs_live --runs 2 --calibrate
+    python -m benchmarks.sim_vs_live --stopper asha --scale 0.4 --runs 2 --calibrate
 
 Needs ``onnxruntime`` (the ``bench`` extra) and the surrogate's data
 (``ULTRON_BENCHMARK_DATA``).
@@ -146,12 +146,30 @@ def checkpoint_costs(checkpoint_bytes: int, repeats: int = 5) -> tuple[float, fl
     return statistics.median(writes), statistics.median(reads)
 
 
-def dispatch_latency(parallelism: int, storage: str, trials: int = 40) -> float:
-    """Seconds of dispatch per trial now: ``benchmarks.overhead``'s job of zero-sleep trials."""
-    from benchmarks.overhead import run_ours
+CALIBRATION_EPOCHS, CALIBRATION_SLEEP = 20, 0.02
 
-    row = run_ours(trials, 0.0, parallelism, fresh=False, loop="async", storage=storage)
-    return float(row["search"]) * parallelism / trials
+
+def calibrate(args: argparse.Namespace, storage: str, write_s: float) -> tuple[float, float]:
+    """The dispatch latency per trial and a report's cost per epoch, measured now: a job of the
+    same model at the same parallelism without a stopper, 4 trials per worker of 20 epochs of
+    20 ms each. A report costs the mean time an epoch takes beyond its sleep; the dispatch, the
+    mean gap between a trial's last report and the next trial's first one on the same worker,
+    less that next epoch and the checkpoint written in between (a worker's first trial, which
+    also starts its trial process, is left out)."""
+    path = Path(storage) / f"calibration-{uuid.uuid4().hex[:8]}.json"
+    spec_data = {**job_spec(args, path, storage), "num_iterations": 4 * args.parallelism}
+    spec_data.pop("early_stopping")
+    spec_data["name"] = "sim-vs-live-calibration"
+    spec = JobSpec.model_validate(spec_data, context={"base_dir": HERE})
+    table = Table(spec, args.task, 1.0, spec.num_iterations)
+    for row in table.rows:  # the same dicts the table looks curves up in
+        row["values"] = row["values"][:CALIBRATION_EPOCHS]
+        row["durations"] = [CALIBRATION_SLEEP] * CALIBRATION_EPOCHS
+    table.write(path, int(args.checkpoint_mb * 1e6))
+    measured = live(spec_data, table)
+    report_s = measured["epoch_extra_ms"][1] / 1000
+    gap = statistics.mean(measured["handoffs"]) if measured["handoffs"] else 0.0
+    return max(gap - CALIBRATION_SLEEP - report_s - write_s, 0.0), report_s
 
 
 def live(spec: dict[str, Any], table: Table) -> dict[str, Any]:
@@ -172,6 +190,16 @@ def live(spec: dict[str, Any], table: Table) -> dict[str, Any]:
             if after["step"] == before["step"] + 1:  # within one attempt, most likely
                 extra.append(after["time"] - before["time"] - durations[after["step"] - 1])
     extra = [e for e in extra if e < 0.5] or [0.0]  # a gap of seconds is a suspension
+    spans: dict[str, list[tuple[float, float]]] = {}  # worker -> (first, last report) per trial
+    for trial in result.trials:
+        points = curves.get(trial.trial_id, [])
+        if points and trial.worker:
+            spans.setdefault(trial.worker, []).append((points[0]["time"], points[-1]["time"]))
+    handoffs = [
+        after[0] - before[1]
+        for runs in spans.values()
+        for before, after in itertools.pairwise(sorted(runs))
+    ]
     return {
         "wall": search,
         "whole": sum(result.timings.values()),
@@ -180,6 +208,7 @@ def live(spec: dict[str, Any], table: Table) -> dict[str, Any]:
         "epochs": sum(len(points) for points in curves.values()),
         "best": result.best_score,
         "epoch_extra_ms": (1000 * statistics.median(extra), 1000 * statistics.mean(extra)),
+        "handoffs": handoffs,
     }
 
 
@@ -210,16 +239,18 @@ def one_run(args: argparse.Namespace, storage: str, costs: SimulationCosts | Non
     table.write(table_path, checkpoint_bytes)
     if costs is None:
         write_s, read_s = checkpoint_costs(checkpoint_bytes)
-        dispatch = dispatch_latency(args.parallelism, storage) if args.calibrate else None
-        default = SimulationCosts()
-        share = default.start_s / default.dispatch_s  # measured split of the hand-off
         costs = dataclasses.replace(
-            default,
-            start_s=default.start_s if dispatch is None else dispatch * share,
-            return_s=default.return_s if dispatch is None else dispatch * (1 - share),
-            checkpoint_write_s=write_s,
-            checkpoint_read_s=read_s,
+            SimulationCosts(), checkpoint_write_s=write_s, checkpoint_read_s=read_s
         )
+        if args.calibrate:
+            dispatch, report_s = calibrate(args, storage, write_s)
+            share = costs.start_s / costs.dispatch_s  # the traced split of the hand-off
+            costs = dataclasses.replace(
+                costs,
+                start_s=dispatch * share,
+                return_s=dispatch * (1 - share),
+                report_s=report_s,
+            )
     load = os.getloadavg()[0]
     live_row = live(spec_data, table)
     sim = simulate(spec, table, costs)
@@ -258,7 +289,12 @@ def main() -> None:
     parser.add_argument("--target", type=float, default=88.45, help="POP's target accuracy")
     parser.add_argument("--checkpoint-mb", type=float, default=7.8)
     parser.add_argument("--runs", type=int, default=1)
-    parser.add_argument("--calibrate", action="store_true", help="measure the dispatch latency now")
+    parser.add_argument(
+        "--calibrate",
+        action="store_true",
+        help="measure the dispatch latency and a report's cost now (a short job first)",
+    )
+
     parser.add_argument("--json", default="", help="also write every run's numbers here")
     args = parser.parse_args()
     storage = tempfile.mkdtemp(prefix="ultron-sim-vs-live-")
