@@ -23,6 +23,8 @@ _ROOT = Path(__file__).resolve().parent.parent
 VERSION = 4
 _COMMON = (
     "ultron/simulation/jobs.py",
+    "ultron/simulation/dispatcher.py",
+    "ultron/simulation/costs.py",
     "ultron/master/loops.py",
     "ultron/master/core.py",
     "ultron/master/batch_loop.py",
