@@ -13,6 +13,7 @@ from ultron.master.goals import EndKind, JobEnd, JobGoals
 from ultron.master.job_state import JobState
 from ultron.master.loops import Master, SearchSettings
 from ultron.simulation.benchmark import LearningCurve, SimulatedClock
+from ultron.simulation.costs import SimulationCosts
 from ultron.simulation.jobs import MemoryCache, MemoryStore, SimulatedDispatcher
 from ultron.spec.job import JobSpec
 from ultron.trial_records import TrialRequest, TrialResult, TrialStatus
@@ -36,7 +37,7 @@ class _Recording(SimulatedDispatcher):
     """The simulated dispatcher, noting when (simulated seconds) each trial was started."""
 
     def __init__(self, clock: SimulatedClock) -> None:
-        super().__init__(_Steps(), clock)
+        super().__init__(_Steps(), clock, costs=SimulationCosts.free())  # the times above, exactly
         self.started_at: dict[str, float] = {}
 
     def start(self, *requests: TrialRequest) -> None:
