@@ -77,18 +77,44 @@ FAMILIES: tuple[CurveFamily, ...] = (
 
 @dataclass(frozen=True)
 class CurvePrediction:
-    """Samples of the reported value at future steps; rows are samples, columns are steps."""
+    """Samples of the reported value at future steps; rows are samples, columns are steps.
+
+    Attributes:
+        steps: the future steps, one per column.
+        samples: shape ``(samples, steps)``; a row is one possible continuation of the curve.
+        weights: the curve families' weights in the ensemble (empty when no family made it).
+        sample_weights: the probability of each row (``None``: equally likely).
+    """
 
     steps: tuple[int, ...]
     samples: Array
     weights: dict[str, float]
+    sample_weights: Array | None = None
 
     def prob_at_least(self, target: float) -> Array:
         """``P(y(m) >= target)`` for each future step ``m``."""
-        return np.asarray((self.samples >= target).mean(axis=0))
+        hits = (self.samples >= target).astype(float)
+        if self.sample_weights is None:
+            return np.asarray(hits.mean(axis=0))
+        return np.asarray(self.sample_weights @ hits)
+
+    def prob_reached(self, target: float) -> Array:
+        """``P(max(y(1..m)) >= target)`` for each future step ``m`` (non-decreasing)."""
+        reached = np.maximum.accumulate(self.samples, axis=1) >= target
+        if self.sample_weights is None:
+            return np.asarray(reached.mean(axis=0))
+        return np.asarray(self.sample_weights @ reached)
 
     def quantiles(self, q: Sequence[float]) -> Array:
-        return np.asarray(np.quantile(self.samples, q, axis=0))
+        """The ``q`` quantiles at each step, shape ``(len(q), steps)``."""
+        if self.sample_weights is None:
+            return np.asarray(np.quantile(self.samples, q, axis=0))
+        order = np.argsort(self.samples, axis=0)
+        cumulative = np.cumsum(self.sample_weights[order], axis=0)
+        cumulative /= cumulative[-1]
+        columns = np.arange(self.samples.shape[1])
+        rows = [order[np.minimum((cumulative < p).sum(axis=0), len(order) - 1), columns] for p in q]
+        return np.asarray([self.samples[r, columns] for r in rows])
 
 
 def _fit(family: CurveFamily, x: Array, y: Array, p0: Sequence[float] | Array) -> Array | None:

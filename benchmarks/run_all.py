@@ -26,7 +26,7 @@ def main() -> None:
     sections = [
         tabular.main(seeds=arguments.seeds, trials=100),
         lcbench.main(seeds=arguments.lcbench_seeds),
-        curves_check.main(),
+        curves_check.main([]),
     ]
     footer = (
         f"\nTotal {time.perf_counter() - started:.0f} s on {platform.machine()} "

@@ -44,7 +44,11 @@ _OWN = {
         "algorithms/stoppers/budgets.py",
         "algorithms/stoppers/successive_halving.py",
     ),
-    "POP (ours)": ("algorithms/stoppers/pop.py", "algorithms/curves.py"),
+    "POP (ours)": (
+        "algorithms/stoppers/pop.py",
+        "algorithms/curve_model.py",
+        "algorithms/curves.py",
+    ),
     "Bandit": ("algorithms/stoppers/bandit.py",),
     "EarlyTerm": ("algorithms/stoppers/earlyterm.py", "algorithms/curves.py"),
     "Optuna TPE+Hyperband": ("benchmarks/optuna_peer.py", "algorithms/optuna_sampler.py"),

@@ -105,6 +105,8 @@ def test_the_best_curve_is_promising_and_the_mediocre_one_is_suspended() -> None
 def test_a_suspended_trial_resumes_where_it_stopped() -> None:
     clock = SimulatedClock()
     pop = make_pop(clock, slots=1)
+    pop.on_trial_start("good")  # holds the one promising slot
+    report(pop, clock, "good", curve("good", 2), range(1, 6))
     pop.on_trial_start("a")
     values = curve("mediocre", 3)
     assert report(pop, clock, "a", values, range(1, 6)) is Decision.SUSPEND
@@ -181,3 +183,29 @@ def test_pop_slots_follow_a_scaled_job() -> None:
     assert pop.slots == 5
     with pytest.raises(ValueError, match="slots is 0"):
         pop.set_slots(0)
+
+
+def test_with_finished_curves_pop_ranks_by_them_and_keeps_its_classes() -> None:
+    """Once ``min_references`` trials have finished (or stopped at the target), ``p`` comes
+    from their curves: a new good trial is promising, a mediocre one opportunistic, a flat
+    one poor; a trial suspended before the references came is re-estimated by them."""
+    clock = SimulatedClock()
+    pop = make_pop(clock, slots=2, min_references=4)
+    pop.on_trial_start("early")
+    report(pop, clock, "early", curve("good", 20), range(1, 6))
+    for i, kind in enumerate(["good", "good", "mediocre", "mediocre"]):
+        pop.on_trial_start(f"ref{i}")
+        report(pop, clock, f"ref{i}", curve(kind, 10 + i), range(1, MAX + 1))
+    assert pop._model.calibrated
+    before = pop._trials["early"].p
+    pop.poll(free_slots=0)  # no slot: nothing resumes, nothing is re-estimated
+    assert pop._trials["early"].p == before
+    pop.poll(free_slots=1, can_start_new=False)
+    assert pop._trials["early"].p is not None and pop._trials["early"].p > 0.5
+    for name, kind in [("good", "good"), ("mediocre", "mediocre"), ("flat", "flat")]:
+        pop.on_trial_start(name)
+        report(pop, clock, name, curve(kind, 30), range(1, 6))
+    assert pop.classify("good") == "promising"
+    assert pop.classify("mediocre") == "opportunistic"
+    assert (pop._trials["mediocre"].p or 0.0) < 0.2
+    assert pop.classify("flat") == "poor"
