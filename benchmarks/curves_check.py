@@ -49,19 +49,21 @@ def _auc(score: np.ndarray, positive: np.ndarray) -> float:
     return float(above + 0.5 * ties)
 
 
+def _fitted(refs: np.ndarray) -> CurveModel:
+    model = CurveModel(EPOCHS, min_references=2, bounds=BOUNDS)
+    for row in refs:
+        model.add_reference(row)
+    return model
+
+
 def _predict(
-    model: str, curve: np.ndarray, seen: int, refs: np.ndarray, rng: np.random.Generator
+    model: str, curve: np.ndarray, seen: int, fitted: CurveModel, rng: np.random.Generator
 ) -> CurvePrediction:
     steps = np.arange(1, seen + 1)
-    if model == "ensemble":
-        return extrapolate(steps, curve[:seen], [EPOCHS], rng=rng, bootstrap=6, bounds=BOUNDS)
-    if model == "fallback":
-        raw = extrapolate(steps, curve[:seen], [EPOCHS], rng=rng, bootstrap=6, bounds=BOUNDS)
-        return widen(raw, steps, curve[:seen], bounds=BOUNDS)
-    curves = CurveModel(EPOCHS, min_references=2, bounds=BOUNDS)
-    for row in refs:
-        curves.add_reference(row)
-    return curves.predict(steps, curve[:seen], [EPOCHS], rng=rng)
+    if model == "references":
+        return fitted.predict(steps, curve[:seen], [EPOCHS], rng=rng)
+    raw = extrapolate(steps, curve[:seen], [EPOCHS], rng=rng, bootstrap=6, bounds=BOUNDS)
+    return raw if model == "ensemble" else widen(raw, steps, curve[:seen], bounds=BOUNDS)
 
 
 class Row(NamedTuple):
@@ -94,11 +96,12 @@ def task_rows(
             ("fallback", 0, fallback),
             ("ensemble", 0, fallback),
         ):
+            fitted = _fitted(refs[:n])
             for seen in SEEN:
                 if model != "references" and seen < 4:
                     continue  # fewer than 3 points: the ensemble repeats the last value
                 for curve in queries[:count]:
-                    prediction = _predict(model, curve, seen, refs[:n], rng)
+                    prediction = _predict(model, curve, seen, fitted, rng)
                     low, mid, high = prediction.quantiles([0.1, 0.5, 0.9])[:, 0]
                     p = float(prediction.prob_at_least(threshold)[0])
                     outcome = float(curve[-1])
@@ -189,12 +192,9 @@ def main(argv: Sequence[str] | None = None) -> str:
         print(str(error))
         return f"## Curve extrapolation\n\n{error}"
     report = table(
-        per_task,
-        arguments.configs,
-        arguments.few,
-        arguments.fallback,
-        time.perf_counter() - started,
+        per_task, configs=arguments.configs, few=arguments.few, fallback=arguments.fallback
     )
+    report += f"\n\nTotal {time.perf_counter() - started:.0f} s."
     print(report, flush=True)
     return report
 

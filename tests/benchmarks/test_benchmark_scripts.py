@@ -42,3 +42,19 @@ def test_scale_times_the_real_master_per_block(benchmarks: ModuleType, loop: str
     assert [row[0] for row in blocks.rows] == [100, 200, 300]
     assert all(math.isfinite(cpu) and cpu > 0 for _, cpu, _, _ in blocks.rows)
     assert "last block / first block CPU" in blocks.table("simulated")
+
+
+def test_the_curve_check_tables_every_model_from_synthetic_curves(benchmarks: ModuleType) -> None:
+    """``benchmarks.curves_check`` without the surrogate: its folds and table on made-up curves."""
+    import numpy as np
+
+    from benchmarks.curves_check import table, task_rows
+
+    rng = np.random.default_rng(0)
+    steps = np.arange(1, 53)
+    values = rng.uniform(50, 90, (40, 1)) - rng.uniform(15, 40, (40, 1)) * steps**-0.6
+    rows = task_rows(values, few=10, fallback=1, rng=rng)
+    assert len([r for r in rows if r.model == "references"]) == 2 * 2 * 20 * 4  # every query
+    printed = table({"t": rows}, configs=40, few=10, fallback=1)
+    assert "| references | 20 | 4 |" in printed and "| fallback | 0 | 25 |" in printed
+    assert "| ensemble | 0 | 10 |" in printed
