@@ -188,8 +188,8 @@ def _mixture(
 
 
 def extrapolate(
-    steps: Sequence[int],
-    values: Sequence[float],
+    steps: Sequence[int] | Array,
+    values: Sequence[float] | Array,
     horizon: Sequence[int],
     *,
     rng: np.random.Generator,

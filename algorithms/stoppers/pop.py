@@ -156,7 +156,10 @@ class POP(Stopper):
         # Curves of the trials that ran to ``max_resource`` (previous-curves extrapolation).
         self._references: dict[TrialId, np.ndarray] = {}
         self._model = CurveModel(
-            max_resource, min_references=min_references, bootstrap=bootstrap, bounds=self._bounds
+            max_resource,
+            min_references=min_references,
+            bootstrap=bootstrap,
+            bounds=(self._bounds[0], self._bounds[1]),
         )
         self._seen: dict[int, list[float]] = {}  # every value reported at each boundary, sorted
         self._rescored = 0  # references when suspended trials were last re-estimated
