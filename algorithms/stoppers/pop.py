@@ -229,7 +229,10 @@ class POP(Stopper):
     def _add_reference(self, trial_id: TrialId, trial: _Trial) -> None:
         """A finished curve for the curve model; one stopped at the target counts with its
         last value carried on (it has reached the target: leaving it out would teach the
-        model that no curve does)."""
+        model that no curve does). Once per trial: a stopped trial may report again before it
+        stops."""
+        if trial_id in self._references:
+            return
         row = np.interp(np.arange(1, self.max_resource + 1), trial.steps, trial.gains)
         self._references[trial_id] = row
         self._model.add_reference(row)

@@ -209,3 +209,10 @@ def test_with_finished_curves_pop_ranks_by_them_and_keeps_its_classes() -> None:
     assert pop.classify("mediocre") == "opportunistic"
     assert (pop._trials["mediocre"].p or 0.0) < 0.2
     assert pop.classify("flat") == "poor"
+    restored = make_pop(clock, slots=2, min_references=4)
+    restored.load_state_dict(json.loads(json.dumps(pop.state_dict())))
+    assert restored._model.references == pop._model.references == 4
+    for stopper in (pop, restored):
+        stopper.on_trial_start("late")
+        report(stopper, clock, "late", curve("good", 40), range(1, 6))
+    assert restored._trials["late"].p == pytest.approx(pop._trials["late"].p)
