@@ -1,14 +1,17 @@
 """Learning-curve extrapolation with uncertainty: a weighted ensemble of parametric curves.
 
-Domhan, Springenberg & Hutter (IJCAI 2015), the model POP uses, combine 11 parametric families
-and sample their weights and parameters by MCMC. This is the cheaper variant: each family is
-fitted by least squares (``scipy.optimize.curve_fit``), its uncertainty comes from a residual
-bootstrap (refit on the fitted curve plus resampled residuals), and the families are weighted by
-their BIC (``exp(-BIC / 2)``, normalised). Predictions are samples of the reported value at future
-steps, including the observation noise, so ``P(y(m) >= target)`` is a frequency over samples.
+Domhan, Springenberg & Hutter (IJCAI 2015), the model of HyperDrive's POP and of EarlyTerm,
+combine 11 parametric families and sample their weights and parameters by MCMC. This is the
+cheaper variant: each family is fitted by least squares (``scipy.optimize.curve_fit``), its
+uncertainty comes from a residual bootstrap (refit on the fitted curve plus resampled
+residuals), and the families are weighted by their BIC (``exp(-BIC / 2)``, normalised).
+Predictions are samples of the reported value at future steps, including the observation
+noise, so ``P(y(m) >= target)`` is a frequency over samples.
 
 Every family rises and saturates (accuracy-like); to extrapolate a loss, pass its negative.
-``benchmarks/curves_check.py`` measures the calibration of the intervals on LCBench curves.
+``benchmarks/curves_check.py`` measures the calibration of the intervals on LCBench curves;
+POP predicts with :class:`ultron.algorithms.curve_model.CurveModel`, which falls back on this
+ensemble before the job has finished curves.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["FAMILIES", "CurveFamily", "CurvePrediction", "extrapolate", "reach_from_references"]
+__all__ = ["FAMILIES", "CurveFamily", "CurvePrediction", "extrapolate"]
 
 Array = np.ndarray
 
@@ -241,47 +244,3 @@ def extrapolate(
     samples = np.clip(origin + scale * rows, *bounds)
     samples = np.where(np.isfinite(samples), samples, origin + scale * y[-1])
     return CurvePrediction(tuple(int(s) for s in horizon), samples, weights)
-
-
-def reach_from_references(
-    value: float, references: Array, goal: float, *, bandwidth: float | None = None
-) -> tuple[Array, float]:
-    """``P(the curve has reached goal by each future step)`` from other trials' curves.
-
-    The "previous curves" extrapolation (Chandrashekaran & Lane, ECML-PKDD 2017): a trial at
-    ``value`` now goes on as the references did from the same step, shifted to start at
-    ``value``; references that were near ``value`` at this step weigh more (a Gaussian kernel,
-    Silverman's bandwidth). On LCBench it ranks short curves far better than the parametric
-    ensemble, which needs many points (``benchmarks/curves_check.py``).
-
-    Args:
-        value: the trial's value now (higher is better).
-        references: shape ``(n, 1 + h)``: each reference's value at this step, then at the
-            ``h`` future steps.
-        goal: the value to reach.
-        bandwidth: of the kernel on the value now (default: Silverman's rule on the references).
-
-    Returns:
-        The reach probability at each of the ``h`` future steps (non-decreasing), and the
-        effective number of references behind it (``0`` when there are none).
-
-    Example:
-        >>> refs = np.array([[50.0, 60.0, 70.0], [52.0, 53.0, 54.0]])
-        >>> reach, n = reach_from_references(51.0, refs, 65.0, bandwidth=1.0)
-        >>> [round(float(r), 2) for r in reach]
-        [0.0, 0.5]
-    """
-    refs = np.asarray(references, dtype=float)
-    if refs.ndim != 2 or len(refs) == 0 or refs.shape[1] < 2:
-        return np.zeros(max(refs.shape[-1] - 1, 0) if refs.ndim == 2 else 0), 0.0
-    now = refs[:, 0]
-    if bandwidth is None:
-        spread = float(np.std(now)) or max(abs(float(now.mean())) * 1e-3, 1e-9)
-        bandwidth = 1.06 * spread * len(now) ** -0.2
-    weights = np.exp(-0.5 * ((now - value) / bandwidth) ** 2)
-    total = float(weights.sum())
-    if total <= 1e-12:
-        return np.zeros(refs.shape[1] - 1), 0.0
-    gained = np.maximum.accumulate(refs[:, 1:] - now[:, None], axis=1)
-    reach = weights @ (gained >= goal - value) / total
-    return np.asarray(reach), total**2 / float(weights @ weights)

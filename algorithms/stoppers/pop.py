@@ -75,7 +75,7 @@ class _Trial:
     p: float | None = None
     ert: float = math.inf
     poor: bool = False
-    model: tuple[float, float] = (0.0, 0.0)  # the parametric ensemble's (p, expected epochs)
+    model: tuple[float, float] = (0.0, 0.0)  # the curve model's (p, expected epochs)
 
 
 class POP(Stopper):
@@ -153,7 +153,8 @@ class POP(Stopper):
         self._trials: dict[TrialId, _Trial] = {}
         self._t0: float | None = None
         self._share = 0.0  # round-robin credit of the opportunistic pool
-        # Curves of the trials that ran to ``max_resource`` (previous-curves extrapolation).
+        # Curves of the trials that ran to ``max_resource`` or stopped at the target, on the
+        # grid of steps: the curve model's references.
         self._references: dict[TrialId, np.ndarray] = {}
         self._model = CurveModel(
             max_resource,
