@@ -24,7 +24,6 @@ from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 from prefect.states import Cancelled, State
 
-from ultron.cluster.factory import warm_local_workers
 from ultron.datamanager import validate_data
 from ultron.master.cancel import CANCEL
 from ultron.master.hopper_search import check_hopper_model
@@ -96,7 +95,6 @@ def _load(spec: JobSpec | dict[str, Any], job_id: str | None) -> tuple[JobSpec, 
     install_redaction(raw)  # before anything can log the spec's passwords
     job = load_spec(raw)  # every problem is reported before any compute is spent
     job_id = check_job_id(job_id) if job_id is not None else _stable_job_id(job.name)
-    warm_local_workers(job)  # a run from a deployment: its imports overlap Redis and containerize
     if job.code_is_remote:  # the containerizer fetches it into ULTRON_HOME, by content hash
         job = fetched(job)
     return job, job_id

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import ast
+import contextlib
 import os
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from ultron.cluster.factory import check_scheduler, stop_warm_workers, warm_local_workers
+from ultron.cluster.factory import check_scheduler, stop_warm_workers
 from ultron.cluster.gpus import check_local_gpus
 from ultron.errors import JobCancelledError, UltronError
 from ultron.master.cancel import CANCEL, handling_signals
@@ -85,10 +86,9 @@ def run(
             "jobs side by side in separate processes (ultron run, or one process per job)"
         )
     try:
-        warm_local_workers(job)  # the workers' imports overlap Prefect's start of the flow
         return _run_flow(job, job_id)
     finally:
-        stop_warm_workers()
+        stop_warm_workers()  # started with the job's local cluster, if it needed one
         _one_job.release()
 
 
@@ -171,7 +171,7 @@ def _run_flow(job: JobSpec, job_id: str) -> HPOResult:
 
     CANCEL.reset()
     # ULTRON_HOME's Prefect server, unless the user has one (ultron.servers.prefect).
-    with handling_signals(), prefect_api():
+    with handling_signals(), prefect_api(), _no_flow_heartbeats():
         # Prefect stores a flow's parameters: it gets the spec with its passwords masked, and
         # the flow, in this process, puts them back.
         state: State = hpo_job(conceal(job), job_id=job_id, return_state=True)
@@ -191,6 +191,27 @@ def _run_flow(job: JobSpec, job_id: str) -> HPOResult:
 
 
 _one_job = threading.Lock()
+
+
+@contextlib.contextmanager
+def _no_flow_heartbeats() -> Iterator[None]:
+    """Prefect's flow-run heartbeats off for a job this process runs, unless the user set
+    ``PREFECT_FLOWS_HEARTBEAT_FREQUENCY`` (or a profile does).
+
+    Prefect's heartbeat thread sleeps in steps of a second and the flow joins it as it ends:
+    up to a second on every job's end (half a second on average), a third of a cached job's
+    run. Only an automation of the user's reads those events (a run without them for a while
+    is marked crashed); here the command's own supervisor (``ultron run --restarts``) and the
+    job's lease in Redis (``lost`` after 3 heartbeats of ours) do that job. A run from a
+    deployment (a Prefect worker, ``ultron serve``) keeps Prefect's heartbeats.
+    """
+    from prefect.settings import get_current_settings, temporary_settings
+
+    if "heartbeat_frequency" in get_current_settings().flows.model_fields_set:
+        yield
+        return
+    with temporary_settings(updates={"flows.heartbeat_frequency": None}):
+        yield
 
 
 def preflight(job: JobSpec) -> None:

@@ -151,8 +151,9 @@ def trial_resources(spec: JobSpec) -> dict[str, float]:
 
 def warm_local_workers(spec: JobSpec) -> None:
     """When ``spec``'s trials run on the local cluster, start the forkserver its workers fork
-    from (:mod:`ultron.cluster.forkserver`; not with ``ULTRON_SPAWN_WORKERS=1``): call it as
-    early as the job starts."""
+    from (:mod:`ultron.cluster.forkserver`; not with ``ULTRON_SPAWN_WORKERS=1``). The local
+    cluster's start calls it: a job whose every trial the score cache answers starts no
+    forkserver and imports no ``distributed``."""
     here = settings()
     if spec.cluster.type == "local" and not here.dask_address and not here.spawn_workers:
         forkserver.start()
@@ -185,6 +186,7 @@ def _local_cluster(spec: JobSpec) -> Any:
             spec.parallelism, dashboard_address=dashboard_address(spec.cluster)
         )
     memory_limit = _memory_limit(spec.resources.memory)
+    warm_local_workers(spec)  # the job's first trial the cache cannot answer: now it pays
     with forkserver.worker_start_method():
         if spec.resources.gpu:
             return local_gpu_cluster(spec, memory_limit)

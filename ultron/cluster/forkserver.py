@@ -6,8 +6,10 @@ cores about 1.1 s before the cluster answers and 0.7 s more before the first tri
 forkserver that imported both once forks each worker in milliseconds (0.2 s for the cluster,
 0.02 s for the first task: ``benchmarks/first_trial.py``).
 
-:func:`start` launches the forkserver as a job starts (``ultron.run``, the CLI, the flow); its
-imports run in the background while the job's process imports Prefect and starts the flow.
+:func:`start` launches the forkserver as the job's local cluster starts, at the first trial the
+score cache cannot answer (:mod:`ultron.cluster.lazy`): a job whose every trial the cache answers
+starts none and imports no ``distributed``. Its imports run while the job's process starts the
+cluster's scheduler.
 :func:`worker_start_method` then makes the local cluster fork its workers from it, but only
 while that gives the workers what a spawned worker would have. A forked worker inherits the
 forkserver's process state from when it started, not the job's now:
