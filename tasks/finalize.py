@@ -29,6 +29,7 @@ from ultron.secrets import redact, redacted_spec
 from ultron.spec.job import JobSpec
 from ultron.spec.objectives import job_bounds, job_goals
 from ultron.tasks.acquire_resources import JobResources
+from ultron.trial_records import TrialStatus
 
 __all__ = ["finalize"]
 
@@ -179,7 +180,9 @@ def _report(spec: JobSpec, job_id: str, url: str, state: JobState) -> dict[str, 
     about.update(objectives_record(job_goals(spec) if spec.objectives else (), job_bounds(spec)))
     job = JobFiles(url, {**about, "mode": str(spec.objective.mode)}, state.trials, state.curves)
     try:
-        path = write_job_report(job, title=f"{spec.name} ({job_id})")
+        path = write_job_report(
+            job, title=f"{spec.name} ({job_id})", plots_note=_plots_on_demand(state, job_id)
+        )
     except Exception as exc:
         get_run_logger().warning("no HTML report for %s: %s", job_id, exc)
         return {}
@@ -191,6 +194,18 @@ def _report(spec: JobSpec, job_id: str, url: str, state: JobState) -> dict[str, 
     except Exception:  # artifacts are for the UI; their failure never fails a job
         get_run_logger().warning("could not link the report from the flow run")
     return {REPORT_FILE: path}
+
+
+def _plots_on_demand(state: JobState, job_id: str) -> str | None:
+    """The report's line in place of its plots when every trial came from the score cache:
+    nothing new to look at, and drawing them (matplotlib's import and four figures) took
+    longer than the rest of such a job. ``ultron report JOB`` draws them; None: draw them."""
+    if not state.trials or any(t.status is not TrialStatus.CACHED for t in state.trials):
+        return None
+    return (
+        "Every trial of this job came from the score cache, so its plots were not drawn as it "
+        f"ended. `ultron report {job_id}` draws them and writes this page again with them."
+    )
 
 
 def _artifacts(

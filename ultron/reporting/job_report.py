@@ -4,7 +4,10 @@ objectives, the Pareto front (a plot of the first two, and a table); with constr
 trials are feasible; with population-based training, each trial's lineage.
 
 Written by ``finalize`` beside the job's result files (``report.html``), and by
-``ultron report JOB`` for a job that ended before.
+``ultron report JOB`` for a job that ended before. A job whose every trial came from the score
+cache gets its tables from ``finalize`` and a line in place of the plots: drawing them
+(matplotlib) cost more than the rest of such a job together, and ``ultron report JOB`` draws
+them from the same result files when they are wanted.
 """
 
 from __future__ import annotations
@@ -38,12 +41,15 @@ def job_report_html(
     status: str = "",
     goals: Sequence[Goal] = (),
     bounds: Sequence[Bound] = (),
+    plots_note: str | None = None,
 ) -> str:
     """The report's page; ``goals`` (several objectives) and ``bounds`` (constraints) add the
-    Pareto front and feasibility.
+    Pareto front and feasibility. With ``plots_note`` no figure is drawn: the note stands in
+    their place (the tables are the same).
 
     Raises:
-        ReportingUnavailable: matplotlib is not installed (the ``report`` extra).
+        ReportingUnavailable: matplotlib is not installed (the ``report`` extra), and plots
+            were asked for.
     """
     ordered = sorted(trials, key=lambda t: t.trial_id)
     board = leaderboard(ordered, direction, goals=goals, bounds=bounds)
@@ -61,7 +67,7 @@ def job_report_html(
     else:
         page.paragraph("No trial produced a score" + (" within the constraints." if board else "."))
     if len(goals) > 1:
-        _pareto_section(page, ordered, goals, bounds)
+        _pareto_section(page, ordered, goals, bounds, plot=plots_note is None)
     page.heading(f"Leaderboard (top {_TOP})")
     page.table(
         [
@@ -73,6 +79,11 @@ def job_report_html(
             for rank, t in enumerate(board[:_TOP], 1)
         ]
     )
+    if plots_note is not None:
+        _lineage(page, ordered)
+        page.heading("Plots")
+        page.paragraph(plots_note)
+        return page.render()
     scores = [t.score if t.status.ok else None for t in ordered]
     page.heading("Best score so far")
     page.image(plots.job_best_so_far(scores, direction, metric), "best score so far")
@@ -113,9 +124,15 @@ def _lineage(page: Page, trials: Sequence[TrialResult]) -> None:
 
 
 def _pareto_section(
-    page: Page, trials: Sequence[TrialResult], goals: Sequence[Goal], bounds: Sequence[Bound]
+    page: Page,
+    trials: Sequence[TrialResult],
+    goals: Sequence[Goal],
+    bounds: Sequence[Bound],
+    *,
+    plot: bool = True,
 ) -> None:
-    """The Pareto front: a plot of the first two objectives, and the front's table."""
+    """The Pareto front: a plot of the first two objectives (with ``plot``), and the front's
+    table."""
     front = pareto_trials(trials, goals, bounds)
     page.heading(f"Pareto front ({len(front)} trials)")
     first, second = goals[0], goals[1]
@@ -124,10 +141,10 @@ def _pareto_section(
         for t in trials
         if t.status.ok and all(isinstance(t.metrics.get(g.metric), int | float) for g in goals)
     ]
-    if len(goals) > 2:
+    if len(goals) > 2 and plot:
         page.paragraph(f"The plot shows {first.metric} and {second.metric}, the first two.")
     ids = {t.trial_id for t in front}
-    if scored:
+    if scored and plot:
         page.image(
             plots.pareto_front(
                 [(t.metrics[first.metric], t.metrics[second.metric]) for t in scored],
@@ -157,8 +174,11 @@ def _curve_metric(curves: Mapping[str, Sequence[Mapping[str, Any]]], metric: str
     return others[0] if others else metric
 
 
-def write_job_report(job: JobFiles, *, title: str | None = None) -> str:
-    """Write ``report.html`` beside the job's result files; returns its path or URL."""
+def write_job_report(
+    job: JobFiles, *, title: str | None = None, plots_note: str | None = None
+) -> str:
+    """Write ``report.html`` beside the job's result files; returns its path or URL. With
+    ``plots_note``, the page has the note in place of the plots (no matplotlib)."""
     text = job_report_html(
         title or str(job.best.get("job_id", job.url)),
         job.trials,
@@ -168,5 +188,6 @@ def write_job_report(job: JobFiles, *, title: str | None = None) -> str:
         status=str(job.best.get("status", "")),
         goals=job.goals,
         bounds=job.bounds,
+        plots_note=plots_note,
     )
     return write_files(job.url, {REPORT_FILE: text})[REPORT_FILE]
