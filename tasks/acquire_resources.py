@@ -18,7 +18,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from dask.utils import parse_bytes
 from prefect import get_run_logger, task
 from prefect.cache_policies import NONE
 
@@ -209,6 +208,8 @@ def start_workers(
 ) -> ClusterHandle:
     """Start the job's Dask workers for ``parallelism`` trials at once and a warm trial
     process on each (CUDA started in it for a GPU job); what started is closed on failure."""
+    from dask.utils import parse_bytes  # Dask only once a trial needs it: not in a cached job
+
     # Kubernetes: the workers run the image containerize pushed, with the code inside it.
     started = spec.model_copy(update={"parallelism": parallelism})
     cluster = start_cluster(with_image(started, env), job_id)

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 import ultron
+from ultron.cluster import forkserver
 from ultron.master.results import HPOResult
 from ultron.trial_records import TrialStatus
 
@@ -82,10 +83,18 @@ def _scores(result: HPOResult) -> dict[float, float | None]:
 
 
 def test_the_cache_answers_only_the_same_model_metric_and_setting(
-    tmp_path: Path, redis_url: str
+    tmp_path: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls = tmp_path / "calls.txt"
     code = _code_base(tmp_path / "code", calls)
+    forkservers: list[str] = []
+    start_forkserver = forkserver.start
+
+    def counted_start() -> None:  # the real start, counted
+        forkservers.append("start")
+        start_forkserver()
+
+    monkeypatch.setattr(forkserver, "start", counted_start)
 
     def run(model: str, metric: str, **more: Any) -> HPOResult:
         return ultron.run(
@@ -108,11 +117,13 @@ def test_the_cache_answers_only_the_same_model_metric_and_setting(
     assert sorted(_trained(calls)) == [("Floats", 1), ("Floats", 2)]
     assert first.cache_hits == 0 and first.best_score == 1.0
     assert first.timings["start_workers"] > 0  # its trials needed the workers: it started them
+    assert forkservers == ["start"]  # and the forkserver they fork from, with them
 
     again = run("Floats", "a")  # the same computation: nothing trains
     assert [t.status for t in again.trials] == [TrialStatus.CACHED] * 2
     # Every trial from the cache: the job started no Dask worker and no trial process.
     assert "start_workers" not in again.timings and "acquire_resources" in again.timings
+    assert forkservers == ["start"]  # nor a forkserver
     assert len(_trained(calls)) == 2 and _scores(again) == {1: 1.0, 2: 2.0}
 
     other_metric = run("Floats", "b")  # a bare float is a's only: b trains

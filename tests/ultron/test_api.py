@@ -32,3 +32,18 @@ def test_a_second_job_in_the_same_process_is_refused_clearly(tmp_path: Path) -> 
     finally:
         _one_job.release()
     assert not (tmp_path / "runs").exists()  # refused before anything was written
+
+
+def test_a_job_runs_without_prefect_flow_heartbeats_unless_the_user_set_them() -> None:
+    """Prefect's heartbeat thread held every job's end for up to a second; a user's own
+    setting (an environment variable, a profile) is kept."""
+    from prefect.settings import get_current_settings, temporary_settings
+
+    from ultron.api import _no_flow_heartbeats
+
+    before = get_current_settings().flows.heartbeat_frequency
+    with _no_flow_heartbeats():
+        assert get_current_settings().flows.heartbeat_frequency is None
+    assert get_current_settings().flows.heartbeat_frequency == before
+    with temporary_settings(updates={"flows.heartbeat_frequency": 60}), _no_flow_heartbeats():
+        assert get_current_settings().flows.heartbeat_frequency == 60

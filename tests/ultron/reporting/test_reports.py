@@ -163,3 +163,33 @@ def test_job_report_shows_each_exploit_of_population_based_training() -> None:
         "j", [_trial("0001", 0.8, 0.1)], {}, direction=Direction.MAXIMIZE, metric="a"
     )
     assert "Lineage" not in plain
+
+
+def test_a_report_with_a_note_for_its_plots_draws_none_and_keeps_every_table(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A fully cached job's report (finalize): the tables of the full report, the note where
+    the plots were, and no matplotlib at all (absent here: a None entry fails its import)."""
+    from dataclasses import replace
+
+    from ultron.algorithms.objectives import Goal
+    from ultron.reporting import job_report_html
+
+    trials = [
+        replace(_trial("0001", 0.8, 0.1), metrics={"a": 0.8, "b": 2.0}),
+        replace(_trial("0002", 0.7, 0.01), metrics={"a": 0.7, "b": 1.0}),
+    ]
+    goals = (Goal("a", Direction.MAXIMIZE), Goal("b", Direction.MINIMIZE))
+    args = ("j", trials, {"0001": [{"step": 1, "a": 0.5}]})
+    drawn = job_report_html(*args, direction=Direction.MAXIMIZE, metric="a", goals=goals)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    noted = job_report_html(
+        *args, direction=Direction.MAXIMIZE, metric="a", goals=goals, plots_note="drawn later"
+    )
+    assert "<img" not in noted and "<p>drawn later</p>" in noted
+
+    def tables(page: str) -> list[str]:
+        return re.findall(r"<table>.*?</table>", page)
+
+    assert tables(noted) == tables(drawn) and len(tables(drawn)) == 3  # best, Pareto, board
+    assert drawn.count("<img") == 4  # Pareto front, best so far, curves, score against hp
