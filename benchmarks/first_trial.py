@@ -34,6 +34,7 @@ import functools
 import importlib
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -142,13 +143,18 @@ def command_run(storage: str, *, spawn: bool) -> dict[str, float]:
     path.write_text(json.dumps(spec))
     env = _environ(spawn=spawn)
     command = [str(Path(sys.executable).parent / "ultron"), "run", str(path)]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.time()
     done = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
     ended = time.time()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         raise RuntimeError(f"ultron run failed ({done.returncode}):\n{done.stderr[-3000:]}")
     first_score = float(Path(stamp).read_text().split()[0])
-    return {"first_score_s": first_score - started, "wall_s": ended - started}
+    # CPU time of the command and what it waited for (not its workers, which its job ends):
+    # on a shared machine it moves less with the load than the wall time.
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"first_score_s": first_score - started, "wall_s": ended - started, "cpu_s": cpu}
 
 
 def _environ(*, spawn: bool) -> dict[str, str]:
@@ -170,9 +176,11 @@ def summary(runs: list[dict[str, Any]], baseline: list[dict[str, Any]], *, what:
     for name, measured in ((f"{what}, forked workers", runs), (f"{what}, spawned", baseline)):
         first = sorted(r["first_score_s"] for r in measured)
         wall = sorted(r["wall_s"] for r in measured)
+        cpu = sorted(r["cpu_s"] for r in measured if "cpu_s" in r)
         lines.append(
             f"{name:<36} first trial {first[0]:.2f} / {_median(first):.2f} s   "
             f"whole {wall[0]:.2f} / {_median(wall):.2f} s"
+            + (f"   cpu {cpu[0]:.2f} / {_median(cpu):.2f} s" if cpu else "")
         )
     pairs = zip(runs, baseline, strict=True)
     ratios = sorted(r["first_score_s"] / b["first_score_s"] for r, b in pairs)
@@ -201,7 +209,8 @@ def _commands(runs: int) -> None:
             values.append(command_run(storage, spawn=name == "spawned"))
             print(
                 f"round {index}, {name:<15} first trial {values[-1]['first_score_s']:.2f} s   "
-                f"whole command {values[-1]['wall_s']:.2f} s"
+                f"whole command {values[-1]['wall_s']:.2f} s   cpu {values[-1]['cpu_s']:.2f} s   "
+                f"load {os.getloadavg()[0]:.1f}"
             )
     print()
     print(summary(measured["forked workers"], measured["spawned"], what="ultron run"))

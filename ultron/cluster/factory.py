@@ -177,16 +177,18 @@ def _client_of(cluster: Any, resources: dict[str, float], dashboard: str | None)
 
 
 def _local_cluster(spec: JobSpec) -> Any:
-    from distributed import LocalCluster
-
     if spec.execution.hopper:  # worker k holds partition k (ultron.cluster.partitions)
         from ultron.cluster.partitions import local_partition_cluster
 
         return local_partition_cluster(
             spec.parallelism, dashboard_address=dashboard_address(spec.cluster)
         )
+    # The job's first trial the cache cannot answer: the forkserver starts now, and imports
+    # what the workers need while this process imports distributed for the scheduler.
+    warm_local_workers(spec)
+    from distributed import LocalCluster
+
     memory_limit = _memory_limit(spec.resources.memory)
-    warm_local_workers(spec)  # the job's first trial the cache cannot answer: now it pays
     with forkserver.worker_start_method():
         if spec.resources.gpu:
             return local_gpu_cluster(spec, memory_limit)

@@ -68,8 +68,9 @@ def start() -> None:
             return
         from multiprocessing import resource_tracker
 
-        import distributed  # noqa: F401  (the scheduler runs here; the nanny's config below)
-
+        # Not `import distributed` here: this process imports it (for the cluster's scheduler)
+        # while the forkserver imports it for the workers, on another core.
+        _distributed_defaults()
         os.environ.update(_nanny_environ())
         multiprocessing.get_context("forkserver").set_forkserver_preload(PRELOAD)
         # The tracker unblocks SIGINT in the thread that starts it: started first, it cannot.
@@ -134,6 +135,24 @@ def _process_state() -> dict[str, Any]:
         "affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         "nice": os.getpriority(os.PRIO_PROCESS, 0),
     }
+
+
+def _distributed_defaults() -> None:
+    """Dask's configuration with ``distributed``'s defaults (its ``distributed.yaml``), loaded
+    as ``import distributed`` loads them (``dask.config.update_defaults``, which leaves the
+    user's own settings on top), without importing ``distributed``. Loaded again by that
+    import, they are the same."""
+    import importlib.util
+
+    import dask.config
+    import yaml
+
+    found = importlib.util.find_spec("distributed")
+    folders = found.submodule_search_locations if found is not None else None
+    if not folders:  # not installed: the cluster's start fails with its own error
+        return
+    with open(os.path.join(next(iter(folders)), "distributed.yaml"), encoding="utf-8") as file:
+        dask.config.update_defaults(yaml.safe_load(file))
 
 
 def _nanny_environ() -> dict[str, str]:
