@@ -14,6 +14,11 @@ resource, usually an epoch):
      kills it when it does not listen within a grace period (forced). Then step 4.
    - ``SUSPEND``: the trial saves its checkpoint and leaves its worker; it is neither over nor
      running. Only ``poll`` brings it back (``RESUME``) or ends it (``STOP``).
+   After a ``STOP`` or ``SUSPEND``, the trial's reports until it returns come to
+   ``on_late_report(trial_id, step, value)``, never judged: a trial hears a decision with its
+   next report, so it trains one step more (more, when the decision came late), and the
+   checkpoint it writes as it returns holds that step. One at ``max_resource`` ends the trial
+   complete, whatever was decided (step 4).
 3. ``poll(free_slots=k, can_start_new=...)`` whenever workers are free (and after decisions):
    returns :class:`Command` s for suspended trials: ``RESUME`` (restart it with ``resume=True``
    from its checkpoint, on one of the ``k`` free slots; its next report is the step after the
@@ -159,6 +164,11 @@ class Stopper(ABC):
     @abstractmethod
     def on_report(self, trial_id: TrialId, step: int, value: float) -> Decision:
         """Judge one report of a running trial."""
+
+    def on_late_report(self, trial_id: TrialId, step: int, value: float) -> None:
+        """A report after the trial's ``STOP`` or ``SUSPEND``: it really reached ``step``, and
+        its checkpoint holds it. Record it (a curve, an epoch's time); decide nothing. By
+        default it is ignored."""
 
     def on_trial_complete(self, trial_id: TrialId) -> None:
         """The trial ended (finished, failed or stopped); forget or keep what it reported."""

@@ -173,13 +173,7 @@ class POP(Stopper):
 
     def on_report(self, trial_id: TrialId, step: int, value: float) -> Decision:
         trial = self._trials.setdefault(trial_id, _Trial(last_time=self.clock()))
-        now = self.clock()
-        last_step = trial.steps[-1] if trial.steps else 0
-        trial.run_time += now - trial.last_time
-        trial.timed_steps += step - last_step
-        trial.last_time = now
-        trial.steps.append(step)
-        trial.gains.append(-self.loss(value))
+        now = self._record(trial, step, value)
         if self.stop_at_target and trial.gains[-1] >= -self.loss(self.target):
             trial.status = "done"  # the search's goal is met: no epoch more is needed
             self._add_reference(trial_id, trial)
@@ -199,6 +193,29 @@ class POP(Stopper):
             return Decision.CONTINUE
         trial.status, trial.suspended_at = "suspended", now
         return Decision.SUSPEND
+
+    def on_late_report(self, trial_id: TrialId, step: int, value: float) -> None:
+        """The step a stopped or suspended trial trained before it heard: its curve and its
+        epoch time take it, and at ``max_resource`` it is a finished curve."""
+        trial = self._trials.get(trial_id)
+        if trial is None:
+            return
+        self._record(trial, step, value)
+        if step >= self.max_resource:
+            trial.status = "done"
+            self._references[trial_id] = self._on_grid(trial)
+        elif step >= self.min_resource and not (step - self.min_resource) % self.interval:
+            bisect.insort(self._seen.setdefault(step, []), trial.gains[-1])
+
+    def _record(self, trial: _Trial, step: int, value: float) -> float:
+        """Add a report to the trial's curve and its running time; the time now."""
+        now = self.clock()
+        trial.run_time += now - trial.last_time
+        trial.timed_steps += step - (trial.steps[-1] if trial.steps else 0)
+        trial.last_time = now
+        trial.steps.append(step)
+        trial.gains.append(-self.loss(value))
+        return now
 
     def _is_poor(self, step: int, value: float) -> bool:
         if self.kill_threshold is None or step < self.kill_after:
@@ -288,9 +305,11 @@ class POP(Stopper):
         return [Command(t, Decision.RESUME) for t in chosen]
 
     def _quantile(self, trial: _Trial) -> float:
-        """The share of trials that were better than this one at the step it is at."""
-        seen = self._seen.get(trial.steps[-1], [])
-        return 1.0 - bisect.bisect_right(seen, trial.gains[-1]) / max(len(seen), 1)
+        """The share of trials that were better than this one at its last boundary (a late
+        report may have come after it)."""
+        at = max((i for i, s in enumerate(trial.steps) if s in self._seen), default=-1)
+        seen = self._seen.get(trial.steps[at], [])
+        return 1.0 - bisect.bisect_right(seen, trial.gains[at]) / max(len(seen), 1)
 
     def _rescore(self, suspended: list[TrialId]) -> None:
         """Re-estimate suspended trials with the references that arrived since they stopped.

@@ -2,7 +2,8 @@
 
 Trials push each ``ultron.report`` to the job's report stream in Redis. A daemon thread pops
 them, turns the trial's own step numbers into the stopper's (1, 2, 3, ... per trial, counting
-across suspensions and ignoring steps a restarted attempt reports again), asks the stopper, and
+across suspensions and ignoring steps a restarted attempt reports again), asks the stopper (or,
+for a report that came after its decision, only tells it: :meth:`StopperDriver._late`), and
 carries out a ``STOP`` or ``SUSPEND`` by setting the trial's stop flag: ``ultron.report`` then
 tells the model to return (cooperative), and the worker kills a trial that does not return within
 the grace period (forced). The master asks :meth:`outcome` when a trial returns.
@@ -93,16 +94,30 @@ class StopperDriver:
         if value is None:
             return
         with self._lock:
-            if trial_id in self._decided or entry["step"] <= self._last_user_step.get(
-                trial_id, float("-inf")
-            ):
-                return
+            if entry["step"] <= self._last_user_step.get(trial_id, float("-inf")):
+                return  # a restarted attempt reports a step again
             self._last_user_step[trial_id] = entry["step"]
             step = self._steps[trial_id] = self._steps.get(trial_id, 0) + 1
+            if trial_id in self._decided:
+                self._late(trial_id, step, float(value))
+                return
             decision = self.stopper.on_report(trial_id, step, float(value))
             if decision in (Decision.STOP, Decision.SUSPEND) and step < self.stopper.max_resource:
                 self._decided[trial_id] = decision
                 self._flag(trial_id, json.dumps({"decision": str(decision), "at": time.time()}))
+
+    def _late(self, trial_id: str, step: int, value: float) -> None:
+        """A report after the trial's stop or suspension, counted but not judged.
+
+        The worker answers each report with the stop flag as it is, so a trial hears a
+        decision with its next report (later when the stopper was slow to decide): it trained
+        this step, and the checkpoint it writes as it returns holds it, so a resumed attempt
+        goes on after it. A trial that reached ``max_resource`` before it heard the decision
+        is complete: nothing is left to resume or stop.
+        """
+        self.stopper.on_late_report(trial_id, step, value)
+        if step >= self.stopper.max_resource:
+            del self._decided[trial_id]
 
     def start_trial(self, trial_id: str, config: dict[str, Any] | None = None) -> None:
         """A new trial starts, with ``config`` (what a stopper that explores perturbs)."""

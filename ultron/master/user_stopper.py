@@ -31,6 +31,7 @@ _FIELD = "early_stopping.type"
 _HOOKS = (
     "on_trial_start",
     "on_trial_config",
+    "on_late_report",
     "on_trial_complete",
     "poll",
     "set_slots",

@@ -249,7 +249,7 @@ def test_a_stop_and_a_suspend_pay_a_step_of_lag_a_checkpoint_write_and_read() ->
     assert job.steps_trained == 4 + 2 + 4  # each step once, the lagged ones included
 
 
-def test_a_trial_suspended_as_it_trains_its_last_step_resumes_to_return_at_once() -> None:
+def test_a_trial_suspended_as_it_trains_its_last_step_is_complete() -> None:
     stopper = Scripted({("0000", 3): Decision.SUSPEND})  # heard at step 4, its last
     costs = SimulationCosts(
         start_s=0.5, return_s=0.25, checkpoint_write_s=2, checkpoint_read_s=4, report_s=0
@@ -257,10 +257,11 @@ def test_a_trial_suspended_as_it_trains_its_last_step_resumes_to_return_at_once(
     job = simulate_job(Steps(), Recorder(), budget=2, workers=1, stopper=stopper, costs=costs)
     rows = {t.trial_id: t for t in job.trials}
     assert [r["step"] for r in job.curves["0000"]] == [1, 2, 3, 4]
-    # x=1 returns at 4.5 + 2 + 0.25; x=2 runs from 6.75 to 15.25, its result at 17.5; x=1's
-    # second attempt restores its checkpoint and returns with nothing to train (or write)
-    assert rows["0000"].attempts == 2 and rows["0000"].score == 4.0
-    assert job.elapsed == 17.5 + 0.5 + 4 + 0.25
+    # x=1 hears the suspension with its last step, and is complete: never resumed for nothing.
+    # It returns at 4.5 + 2 + 0.25; x=2 runs from 6.75 to 15.25, its result at 17.5
+    assert rows["0000"].attempts == 1 and rows["0000"].score == 4.0
+    assert rows["0000"].status is TrialStatus.COMPLETED
+    assert job.elapsed == 17.5
     assert job.steps_trained == 8
 
 
