@@ -2,10 +2,11 @@
 
 Each trial attempt on a worker gets a :class:`~ultron.worker.syncer.CheckpointSyncer` that uploads
 the complete checkpoint folders of its ``checkpoint_path`` to
-``<storage>/<job_id>/checkpoints/<trial_id>/`` from a side thread; when the attempt ends the
-syncer finishes its uploads in the background. ``finalize`` calls :func:`flush_checkpoints` on
-every worker, so the job completes only once every checkpoint is committed, or names in its
-summary each one that never reached the store.
+``<storage>/<job_id>/checkpoints/<trial_id>/`` from a side thread while the model trains; when
+the attempt ends, its answer waits for the last uploads (:func:`finish_sync`), so the trial's next
+attempt finds them committed. ``finalize`` calls :func:`flush_checkpoints` on every worker, so the
+job completes only once every checkpoint is committed, or names in its summary each one that
+never reached the store.
 """
 
 from __future__ import annotations
@@ -20,9 +21,19 @@ from ultron.trial_records import TrialRequest
 from ultron.worker.checkpoint_store import committed_names, listing, remote_fs, restore_latest
 from ultron.worker.syncer import CheckpointSyncer
 
-__all__ = ["ExploitError", "exploit_for", "flush_checkpoints", "restore_for", "start_sync"]
+__all__ = [
+    "ExploitError",
+    "exploit_for",
+    "finish_sync",
+    "flush_checkpoints",
+    "restore_for",
+    "start_sync",
+]
 
 logger = logging.getLogger(__name__)
+
+_RETURN_WAIT_S = 120.0
+"""How long an attempt's answer waits for its last uploads (a store that is away)."""
 
 _syncers: list[tuple[str, CheckpointSyncer]] = []  # (trial id, its attempt's syncer)
 _lock = threading.Lock()
@@ -119,6 +130,35 @@ def start_sync(request: TrialRequest) -> CheckpointSyncer | None:
         _syncers[:] = [(t, s) for t, s in _syncers if s.running]
         _syncers.append((request.trial_id, syncer))
     return syncer
+
+
+def finish_sync(syncer: CheckpointSyncer | None, trial_id: str) -> bool:
+    """The attempt returned: upload what it left and wait for it (its answer waits too).
+
+    The master resumes or retries the trial only once it has the answer, and the next attempt,
+    here or on another machine, restores the newest committed checkpoint. Uploads that went on
+    in the background let it start first: it restored an older checkpoint than the one this
+    attempt returned with (its epochs trained again, from other weights than the stopper
+    counted), and both attempts then uploaded the same checkpoint names at once (one removing
+    the other's half-uploaded files: an upload found "incomplete").
+
+    Returns:
+        Whether everything was committed; if not (the store is away for ``_RETURN_WAIT_S``), a
+        warning says a resume on another machine starts from an older checkpoint, and the
+        finalizer names what is missing.
+    """
+    if syncer is None:
+        return True
+    if syncer.stop(timeout_s=_RETURN_WAIT_S):
+        return True
+    logger.warning(
+        "trial %s returned with checkpoints %s not in the store (%s); a resume on another "
+        "machine starts from an older one",
+        trial_id,
+        syncer.pending(),
+        syncer.errors[-1] if syncer.errors else "no error recorded",
+    )
+    return False
 
 
 def flush_checkpoints(timeout_s: float = 300.0) -> list[dict[str, str]]:

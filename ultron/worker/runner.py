@@ -28,7 +28,13 @@ from urllib.parse import urlsplit
 from ultron.redis import keys
 from ultron.settings import settings
 from ultron.trial_records import TrialRequest, TrialResult, TrialStatus, stored_answer
-from ultron.worker.checkpoints import ExploitError, exploit_for, restore_for, start_sync
+from ultron.worker.checkpoints import (
+    ExploitError,
+    exploit_for,
+    finish_sync,
+    restore_for,
+    start_sync,
+)
 from ultron.worker.devices import on_claimed_gpus
 from ultron.worker.pool import ProcessDied, WarmProcess, checkin, checkout
 from ultron.worker.trial_log import ship_trial_log
@@ -266,8 +272,7 @@ def run_trial(request_data: dict[str, Any]) -> dict[str, Any]:
         else:
             checkin(process)
     finally:
-        if syncer is not None:
-            syncer.stop(wait=False)  # the last uploads finish in the background
+        finish_sync(syncer, request.trial_id)  # its next attempt must find them committed
         if shipper is not None:
             shipper.stop()  # before the answer: a trial seen finished has its whole log stored
     extra.setdefault("duration", time.monotonic() - started)

@@ -372,3 +372,64 @@ def test_flush_names_each_checkpoint_that_never_reached_the_store(tmp_path: Path
     assert entry["error"].startswith("epoch-0000: ")  # the syncer's own failure, with its cause
     assert (store / "0001" / "epoch-0000" / COMMIT_MARKER).exists()
     assert flush_checkpoints(timeout_s=1.0) == []  # each syncer is flushed once
+
+
+def _attempt(tmp_path: Path, url: str, machine: str, *, resume: bool = False) -> Any:
+    from ultron.trial_records import TrialRequest
+
+    return TrialRequest(
+        job_id="race",
+        trial_id="0001",
+        hyperparameters={},
+        model="m:M",
+        python="python",
+        metric="loss",
+        seed=1,
+        checkpoint_path=str(tmp_path / machine / "checkpoints" / "0001"),
+        log_path=str(tmp_path / machine / "logs" / "0001"),
+        redis_url="redis://unused",
+        checkpoint_url=url,
+        resume=resume,
+    )
+
+
+def test_a_resumed_attempt_elsewhere_restores_the_checkpoint_its_predecessor_returned_with(
+    store: Store, tmp_path: Path
+) -> None:
+    from ultron.worker.checkpoints import finish_sync, restore_for, start_sync
+
+    first = _attempt(tmp_path, store.url, "machine-a")
+    syncer = start_sync(first)
+    for step in (1, 2, 3):  # 3: written as the suspended model returned
+        write_checkpoint(Path(first.checkpoint_path), step)
+    assert finish_sync(syncer, first.trial_id)  # the attempt's answer comes after this
+    assert store.committed() == ["epoch-0002", "epoch-0003"] and not syncer.running
+    second = _attempt(tmp_path, store.url, "machine-b", resume=True)
+    assert restore_for(second) == "epoch-0003"
+    weights = Path(second.checkpoint_path) / "epoch-0003" / "weights.bin"
+    assert weights.read_bytes() == payload(3)
+
+
+def test_an_attempt_returns_only_once_a_slow_upload_is_committed(tmp_path: Path) -> None:
+    from ultron.worker.checkpoints import finish_sync, start_sync
+
+    fsspec.register_implementation("stalled", StalledFileSystem, clobber=True)
+    StalledFileSystem.gate.clear()
+    StalledFileSystem.entered.clear()
+    first = _attempt(tmp_path, f"stalled://{tmp_path}/store", "machine-a")
+    syncer = start_sync(first)
+    write_checkpoint(Path(first.checkpoint_path), 4)
+
+    def store_resumes() -> None:  # the store answers once the upload has begun
+        if StalledFileSystem.entered.wait(30):
+            StalledFileSystem.gate.set()
+
+    opener = threading.Thread(target=store_resumes)
+    opener.start()
+    try:
+        assert finish_sync(syncer, first.trial_id)
+        assert Store(f"{tmp_path}/store", {}).committed() == ["epoch-0004"]
+    finally:
+        StalledFileSystem.gate.set()
+        StalledFileSystem.entered.set()
+        opener.join(30)
