@@ -203,7 +203,7 @@ class POP(Stopper):
         self._record(trial, step, value)
         if step >= self.max_resource:
             trial.status = "done"
-            self._references[trial_id] = self._on_grid(trial)
+            self._add_reference(trial_id, trial)
         elif step >= self.min_resource and not (step - self.min_resource) % self.interval:
             bisect.insort(self._seen.setdefault(step, []), trial.gains[-1])
 
