@@ -113,11 +113,13 @@ class StopperDriver:
         decision with its next report (later when the stopper was slow to decide): it trained
         this step, and the checkpoint it writes as it returns holds it, so a resumed attempt
         goes on after it. A trial that reached ``max_resource`` before it heard the decision
-        is complete: nothing is left to resume or stop.
+        is complete: nothing is left to resume or stop, and its stop flag goes, so that the
+        worker does not kill it while it saves and returns.
         """
         self.stopper.on_late_report(trial_id, step, value)
         if step >= self.stopper.max_resource:
             del self._decided[trial_id]
+            self._flag(trial_id, None)
 
     def start_trial(self, trial_id: str, config: dict[str, Any] | None = None) -> None:
         """A new trial starts, with ``config`` (what a stopper that explores perturbs)."""

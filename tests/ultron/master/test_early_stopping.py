@@ -3,10 +3,15 @@ with its next report, so it trains one step more than it was stopped or suspende
 
 from __future__ import annotations
 
+import json
+import uuid
 from typing import Any
+
+import redis
 
 from ultron.algorithms.stoppers import POP, Decision
 from ultron.master.early_stopping import StopperDriver
+from ultron.redis import keys
 
 TRIAL = "0000"
 
@@ -21,7 +26,7 @@ class Clock:
         return self.now
 
 
-def _driver(**options: Any) -> tuple[StopperDriver, POP]:
+def _driver(client: Any = None, job_id: str = "job", **options: Any) -> tuple[StopperDriver, POP]:
     """POP over a flat curve far below its target: suspended at each boundary (every 2 steps)."""
     pop = POP(
         **{
@@ -36,7 +41,7 @@ def _driver(**options: Any) -> tuple[StopperDriver, POP]:
             **options,
         }
     )
-    driver = StopperDriver(pop, None, "job", metric="accuracy")  # no Redis: no stop flags
+    driver = StopperDriver(pop, client, job_id, metric="accuracy")  # no client: no stop flags
     driver.start_trial(TRIAL, {"lr": 0.1})
     return driver, pop
 
@@ -93,6 +98,23 @@ def test_a_late_decision_never_suspends_a_trial_that_reached_max_resource() -> N
     assert driver.steps(TRIAL) == 6 and _curve(pop) == [1, 2, 3, 4, 5, 6]
     assert driver.poll(free_slots=1, can_start_new=False) == []
     assert pop.classify(TRIAL) != "unknown" and TRIAL in pop._references  # a finished curve
+
+
+def test_a_trial_that_ran_to_its_end_before_its_reports_were_judged_is_complete(
+    redis_client: redis.Redis,
+) -> None:
+    # Under load the master reads the report stream late: the whole curve is there when the
+    # trial returns. Its boundary at step 2 suspends it (and sets its stop flag); its last
+    # report, at max_resource, makes it complete and takes the flag away.
+    job_id = f"late-{uuid.uuid4().hex[:8]}"
+    driver, _ = _driver(redis_client, job_id)
+    stream = keys.report_stream(job_id)
+    for step in range(1, 7):
+        report = {"trial_id": TRIAL, "step": step, "time": step, "accuracy": 0.1}
+        redis_client.rpush(stream, json.dumps(report))
+    assert driver.outcome(TRIAL) is None
+    assert driver.steps(TRIAL) == 6
+    assert not redis_client.exists(keys.trial_stop(job_id, TRIAL))
 
 
 def test_a_stop_heard_at_max_resource_ends_the_trial_complete() -> None:
