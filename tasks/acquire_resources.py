@@ -39,7 +39,8 @@ from ultron.redis.keys import tenant_namespace
 from ultron.settings import settings
 from ultron.spec.job import JobSpec
 from ultron.worker.checkpoints import flush_checkpoints
-from ultron.worker.pool import shutdown_processes, warm_up
+from ultron.worker.pool import shutdown_processes
+from ultron.worker.runner import warm_up_worker
 
 __all__ = ["JobResources", "acquire_resources", "lazy_cluster", "lease_ttl_s", "start_workers"]
 
@@ -185,7 +186,7 @@ def acquire_resources(
         keeper.stop()
         limiter.release(keeper.lease)
         raise
-    start = functools.partial(start_workers, spec, job_id, env, logger)
+    start = functools.partial(start_workers, spec, job_id, env, logger, redis_url=redis_url)
     cluster = lazy_cluster(spec, start, parallelism)
     return JobResources(limiter, keeper.lease, keeper, cluster, data, parallelism)
 
@@ -204,10 +205,17 @@ def lazy_cluster(
 
 
 def start_workers(
-    spec: JobSpec, job_id: str, env: TrialEnvironment, logger: Any, parallelism: int
+    spec: JobSpec,
+    job_id: str,
+    env: TrialEnvironment,
+    logger: Any,
+    parallelism: int,
+    *,
+    redis_url: str,
 ) -> ClusterHandle:
-    """Start the job's Dask workers for ``parallelism`` trials at once and a warm trial
-    process on each (CUDA started in it for a GPU job); what started is closed on failure."""
+    """Start the job's Dask workers for ``parallelism`` trials at once, a warm trial process
+    on each (CUDA started in it for a GPU job), and each worker's client of ``redis_url``;
+    what started is closed on failure."""
     from dask.utils import parse_bytes  # Dask only once a trial needs it: not in a cached job
 
     # Kubernetes: the workers run the image containerize pushed, with the code inside it.
@@ -220,7 +228,8 @@ def start_workers(
         if spec.execution.hopper:  # its sub-epochs run in the Dask workers themselves
             return cluster
         cluster.client.run(
-            warm_up,
+            warm_up_worker,
+            redis_url,
             python,
             code_paths,
             spec.model,

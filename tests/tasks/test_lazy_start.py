@@ -72,7 +72,8 @@ def test_workers_start_at_the_first_dispatch_and_a_gpu_jobs_before_it(
     def start(parallelism: int) -> ClusterHandle:
         events.append("start workers")
         threads.append(threading.current_thread().name)
-        handle = start_workers(cpu_twin, job_id, env, logging.getLogger(__name__), parallelism)
+        logger = logging.getLogger(__name__)
+        handle = start_workers(cpu_twin, job_id, env, logger, parallelism, redis_url=redis_url)
         events.append("warm-up done")  # start_workers returns once the warm-up has run
         handle.cluster.scheduler.add_plugin(Dispatches(events))
         return handle

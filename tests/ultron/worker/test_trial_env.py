@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 
 from ultron.trial_records import TrialRequest, TrialStatus
-from ultron.worker.pool import shutdown_processes, warm_up
-from ultron.worker.runner import reads_object_store, run_trial
+from ultron.worker import runner
+from ultron.worker.pool import shutdown_processes
+from ultron.worker.runner import reads_object_store, run_trial, warm_up_worker
 
 MODEL = """
 import os
@@ -115,12 +116,16 @@ def test_a_process_with_credentials_never_serves_a_trial_without_them(
 
 @pytest.mark.usefixtures("worker_env")
 def test_warm_up_starts_the_processes_the_trials_use(
-    tmp_path: Path, code_base: Path, redis_url: str
+    tmp_path: Path, code_base: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``warm_up`` as acquire_resources calls it (no object store) serves a data-service trial."""
+    """The warm-up as acquire_resources runs it on each worker (no object store) serves a
+    data-service trial, and connects the worker's Redis client before the first trial."""
     request = _request(tmp_path, code_base, redis_url, SERVICE_DATA)
     assert not reads_object_store(request["data"])
-    warm_up(sys.executable, [str(code_base)], "env_model:Environ", str(tmp_path / "logs"))
+    monkeypatch.setattr(runner, "_clients", {})  # this worker has not talked to Redis yet
+    logs = str(tmp_path / "logs")
+    assert warm_up_worker(redis_url, sys.executable, [str(code_base)], "env_model:Environ", logs)
+    assert list(runner._clients) == [redis_url]
     answer = run_trial(request)
     assert not _trial_env(answer) & {"REDIS_URL", *SECRETS}
     assert shutdown_processes() == 1  # the warmed-up process ran it: no second one was started
