@@ -11,6 +11,13 @@ run, with the same N, sleep and P, the script times:
 - optionally (``--baseline``) our batch loop with a fresh interpreter per trial, the cost of
   isolation without warm processes.
 
+A job's own local cluster starts at most four workers per core
+(:data:`ultron.cluster.factory.LOCAL_WORKERS_PER_CORE`): on a machine with fewer than P / 4
+cores (P=16 on 2 cores) ours would run fewer trials at once than Optuna, and that cap, not the
+per-trial path, would set its time. ``--own-cluster`` runs our jobs on a local Dask cluster of
+P single-threaded workers that the benchmark starts (the spec's ``cluster: address``), so
+both run P trials at once; its table says so.
+
 It prints each overhead and the ratio of ours to Optuna's for both loops. The whole job adds
 the cluster's start and Prefect's own: the last column.
 
@@ -22,6 +29,7 @@ the cluster's start and Prefect's own: the last column.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import multiprocessing
 import os
@@ -29,7 +37,7 @@ import queue
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,13 +45,68 @@ HERE = Path(__file__).parent
 
 
 def run_ours(
-    trials: int, sleep: float, parallelism: int, *, fresh: bool, loop: str, storage: str
+    trials: int,
+    sleep: float,
+    parallelism: int,
+    *,
+    fresh: bool,
+    loop: str,
+    storage: str,
+    own_cluster: bool = False,
 ) -> dict[str, Any]:
-    """One job of ``trials`` sleeps through ``ultron.run``; its search time and overhead."""
+    """One job of ``trials`` sleeps through ``ultron.run``; its search time and overhead.
+
+    With ``own_cluster`` the job runs on a local cluster of ``parallelism`` workers started
+    here (see the module docstring), closed after it.
+    """
+    with contextlib.ExitStack() as stack:
+        address = stack.enter_context(_workers(parallelism)) if own_cluster else None
+        row = _run_job(trials, sleep, parallelism, fresh=fresh, loop=loop, storage=storage,
+                       address=address)  # fmt: skip
+    if own_cluster:
+        row["mode"] += f", {parallelism} workers"
+    return row
+
+
+@contextlib.contextmanager
+def _workers(parallelism: int) -> Iterator[str]:
+    """A local Dask cluster of ``parallelism`` single-threaded worker processes, as a job's own
+    is but without its cap of four per core; yields the scheduler's address."""
+    import logging
+
+    import dask
+    from distributed import LocalCluster
+
+    from ultron.cluster.factory import QUIET_DASK
+
+    with (
+        dask.config.set(QUIET_DASK),
+        LocalCluster(
+            n_workers=parallelism,
+            threads_per_worker=1,
+            processes=True,
+            memory_limit=0,
+            dashboard_address=None,
+            silence_logs=logging.WARNING,
+        ) as cluster,
+    ):
+        yield cluster.scheduler_address
+
+
+def _run_job(
+    trials: int,
+    sleep: float,
+    parallelism: int,
+    *,
+    fresh: bool,
+    loop: str,
+    storage: str,
+    address: str | None,
+) -> dict[str, Any]:
     import ultron
 
     os.environ["ULTRON_FRESH_TRIAL_PROCESS"] = "1" if fresh else "0"
-    spec = {
+    spec: dict[str, Any] = {
         "name": f"overhead-{loop}-{'fresh' if fresh else 'warm'}",
         "loop": loop,
         "code": str(HERE / "sleep_model"),
@@ -58,6 +121,8 @@ def run_ours(
         "parallelism": parallelism,
         "storage": storage,
     }
+    if address is not None:
+        spec["cluster"] = {"type": "address", "address": address}
     result = ultron.run(spec)
     assert result.cache_hits == 0, "the score cache must not answer a benchmark trial"
     ideal = trials * sleep / parallelism
@@ -230,10 +295,19 @@ def main() -> None:
     parser.add_argument(
         "--baseline", action="store_true", help="also a fresh trial process per trial"
     )
+    parser.add_argument(
+        "--own-cluster",
+        action="store_true",
+        help="our jobs on a cluster of P workers started here (a job's own has at most 4 per "
+        "core: on fewer than P / 4 cores it runs fewer trials at once than Optuna)",
+    )
     args = parser.parse_args()
     storage = tempfile.mkdtemp(prefix="ultron-overhead-")
     shape = (args.trials, args.sleep, args.parallelism)
-    rows = [run_ours(*shape, fresh=False, loop=loop, storage=storage) for loop in args.loops]
+    rows = [
+        run_ours(*shape, fresh=False, loop=loop, storage=storage, own_cluster=args.own_cluster)
+        for loop in args.loops
+    ]
     if args.baseline:
         rows.append(run_ours(*shape, fresh=True, loop="batch", storage=storage))
     if not args.skip_optuna:

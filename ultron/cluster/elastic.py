@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ultron.cluster.factory import ClusterHandle, local_worker_count
+from ultron.cluster.factory import QUIET_DASK, ClusterHandle, local_worker_count
 from ultron.cluster.lazy import LazyCluster
 from ultron.errors import UltronError
 from ultron.spec.job import JobSpec
@@ -127,9 +127,11 @@ class ElasticWorkers:
             cluster.scale(jobs=parallelism)
             logger.info("scaling to %d SLURM worker jobs", parallelism)
             return
+        import dask
+
         from ultron.cluster import forkserver
 
-        with forkserver.worker_start_method():
+        with forkserver.worker_start_method(), dask.config.set(QUIET_DASK):  # as the first ones
             if self.spec.resources.gpu:
                 self._grow_gpu(cluster, parallelism)
             else:

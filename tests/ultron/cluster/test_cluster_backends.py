@@ -148,6 +148,20 @@ def test_the_local_dashboard_listens_on_loopback_and_its_link_works(
         assert httpx.get(link, timeout=30).status_code == 200
         # One trial in the budget: one worker process, not parallelism's 64 (on a GPU: one).
         assert len(handle.client.scheduler_info()["workers"]) == 1
+
+        # Dask's monitoring turned down (QUIET_DASK), in the workers and the scheduler.
+        def monitoring(dask_worker: Any = None, dask_scheduler: Any = None) -> dict[str, float]:
+            """The periods (ms) of the profiler and the event loop's tick; no profiler: off.
+            Nested: it travels by value (the workers cannot import the tests)."""
+            server = dask_worker or dask_scheduler
+            return {
+                name: float(callback.callback_time)
+                for name, callback in server.periodic_callbacks.items()
+                if name in ("tick", "profile")
+            }
+
+        (callbacks,) = handle.client.run(monitoring).values()
+        assert callbacks == handle.client.run_on_scheduler(monitoring) == {"tick": 1000.0}
     finally:
         handle.close()
 
