@@ -55,10 +55,10 @@ QUIET_DASK = {
 """Dask's own monitoring, turned down for a local cluster of trial workers. By default each
 worker samples its task's stack every 10 ms, ticks its event loop every 20 ms and reads its
 system metrics every 500 ms, and so does the scheduler in the job's process: 16 idle workers
-spent 0.31 CPU seconds a second on it (0.03 with these), taken from the trials' own hops on a
-machine of few cores. A trial runs in its trial process, so the profiler saw only ``run_trial``
-waiting on it; a loop blocked for 3 s is still reported, and the dashboard's system graphs
-move every 2 s."""
+spent 0.26-0.31 CPU seconds a second on it (0.04 with these), taken from the trials' own hops
+on a machine of few cores (benchmarks/RESULTS.md, the overhead section). A trial runs in its
+trial process, so the profiler saw only ``run_trial`` waiting on it; a loop blocked for 3 s is
+still reported, and the dashboard's system graphs move every 2 s."""
 
 
 @dataclass
