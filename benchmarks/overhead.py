@@ -23,7 +23,8 @@ the cluster's start and Prefect's own: the last column.
 
     python -m benchmarks.overhead                                    # small: 2-core machines
     python -m benchmarks.overhead --trials 200 --sleep 0.5 --parallelism 8
-    python -m benchmarks.overhead --trials 1000 --sleep 1 --parallelism 16
+    python -m benchmarks.overhead --trials 640 --sleep 1 --parallelism 16
+    python -m benchmarks.overhead --trials 640 --sleep 1 --parallelism 16 --own-cluster  # < 4 cores
 """
 
 from __future__ import annotations
