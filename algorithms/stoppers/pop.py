@@ -43,6 +43,14 @@ surrogate, ``benchmarks/lcbench.py``):
 - **The target ends a trial.** POP's objective is the time to a configuration that reaches
   ``y_target``; a trial that reports it is stopped there (``stop_at_target``), as HyperDrive
   ends the experiment.
+
+**The dynamic target** (§9, for a ``y_target`` nobody knows in advance): with
+``raise_target_by``, a report that reaches the target raises it to that value plus
+``raise_target_by`` (minus, when minimizing; capped at ``bounds``), and the search goes on
+towards the new one; the trial that reached it is judged against the new target like every
+other. Suspended trials are re-estimated against the new target at the next ``poll`` once the
+curve model is calibrated (before, at their next boundary, as any trial). The raised target is
+part of the state.
 """
 
 from __future__ import annotations
@@ -97,6 +105,9 @@ class POP(Stopper):
         min_references: finished curves the curve model needs before it predicts from them
             (before: the parametric ensemble, widened).
         stop_at_target: stop a trial as soon as it reports the target.
+        raise_target_by: the dynamic target (HyperDrive §9): once a trial reports the target,
+            the target becomes that value plus this step (minus when minimizing, capped at
+            ``bounds``); ``None`` (the default) keeps it fixed. It must be above 0.
         bootstrap: refits per curve family (uncertainty of the extrapolation).
         bounds: range of the value (``(0, 100)`` for an accuracy in percent).
         seed: seed of the bootstrap's generator.
@@ -129,6 +140,7 @@ class POP(Stopper):
         bootstrap: int = 12,
         min_references: int = 10,
         stop_at_target: bool = True,
+        raise_target_by: float | None = None,
         bounds: tuple[float, float] = (-math.inf, math.inf),
         seed: int | None = None,
         clock: Callable[[], float] = time.monotonic,
@@ -138,7 +150,13 @@ class POP(Stopper):
         super().__init__(direction=direction, min_resource=first, max_resource=max_resource)
         if slots < 1:
             raise ValueError(f"slots is {slots}; it must be at least 1 (the number of workers)")
+        if raise_target_by is not None and not raise_target_by > 0:
+            raise ValueError(
+                f"raise_target_by is {raise_target_by}; it must be above 0 (the step the "
+                "target rises by once reached), or None for a fixed target"
+            )
         self.target = target
+        self.raise_target_by = raise_target_by
         self.slots = slots
         self.max_time = max_time
         self.kill_threshold = kill_threshold
@@ -174,6 +192,8 @@ class POP(Stopper):
     def on_report(self, trial_id: TrialId, step: int, value: float) -> Decision:
         trial = self._trials.setdefault(trial_id, _Trial(last_time=self.clock()))
         now = self._record(trial, step, value)
+        if self.raise_target_by is not None and trial.gains[-1] >= -self.loss(self.target):
+            self._raise_target(value)
         if self.stop_at_target and trial.gains[-1] >= -self.loss(self.target):
             trial.status = "done"  # the search's goal is met: no epoch more is needed
             self._add_reference(trial_id, trial)
@@ -201,6 +221,8 @@ class POP(Stopper):
         if trial is None:
             return
         self._record(trial, step, value)
+        if self.raise_target_by is not None and trial.gains[-1] >= -self.loss(self.target):
+            self._raise_target(value)
         if step >= self.max_resource:
             trial.status = "done"
             self._add_reference(trial_id, trial)
@@ -216,6 +238,15 @@ class POP(Stopper):
         trial.steps.append(step)
         trial.gains.append(-self.loss(value))
         return now
+
+    def _raise_target(self, value: float) -> None:
+        """The dynamic target: ``value`` reached the target; the next one is a step better."""
+        step = self.raise_target_by or 0.0
+        low, high = -self._bounds[1], -self._bounds[0]  # the bounds as losses
+        raised = min(max(self.loss(value) - step, low), high)
+        if raised < self.loss(self.target):  # at the bound: the target stays reached
+            self.target = raised if self.direction is Direction.MINIMIZE else -raised
+            self._rescored = -1  # suspended trials: re-estimated against it at the next poll
 
     def _is_poor(self, step: int, value: float) -> bool:
         if self.kill_threshold is None or step < self.kill_after:
@@ -350,10 +381,13 @@ class POP(Stopper):
             "t0": self._t0,
             "share": self._share,
             "rescored": self._rescored,
+            "target": self.target,
             "rng": self.rng.bit_generator.state,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        if self.raise_target_by is not None:  # the dynamic target as it had risen
+            self.target = float(state.get("target", self.target))
         self._trials = {}
         for t, data in state["trials"]:
             ert = math.inf if data["ert"] is None else data["ert"]

@@ -88,7 +88,8 @@ class JobGoals:
     @classmethod
     def of(cls, spec: JobSpec) -> JobGoals:
         """The goals of a job spec: its own, or its POP stopper's ``max_time`` and ``target``
-        (the latter only when POP judges the objective's metric)."""
+        (the latter only when POP judges the objective's metric and its target is fixed: a
+        dynamic one, ``raise_target_by``, is a first goal that POP raises, not the job's end)."""
         time_s, target = spec.budget.time, spec.objective.target
         stopping = spec.early_stopping
         if stopping is not None and stopping.type == "pop":
@@ -96,7 +97,8 @@ class JobGoals:
             if time_s is None and options.get("max_time") is not None:
                 time_s = float(options["max_time"])
             same_metric = stopping.metric in (None, spec.objective.metric)
-            if target is None and same_metric and options.get("target") is not None:
+            fixed = options.get("raise_target_by") is None
+            if target is None and same_metric and fixed and options.get("target") is not None:
                 target = float(options["target"])
         return cls(time_s=time_s, target=target, direction=spec.objective.mode)
 

@@ -189,7 +189,9 @@ class EarlyStopping(Strict):
         default=True, description="Give a stopped trial's score to the strategy (else nan)."
     )
     options: dict[str, Any] = Field(
-        default_factory=dict, description="More keyword arguments for the stopper (pop: target)."
+        default_factory=dict,
+        description="More keyword arguments for the stopper (pop: target; raise_target_by for "
+        "a dynamic target that rises by that step each time it is reached).",
     )
 
     _numbers_not_bool = field_validator(

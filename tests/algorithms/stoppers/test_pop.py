@@ -216,3 +216,29 @@ def test_with_finished_curves_pop_ranks_by_them_and_keeps_its_classes() -> None:
         stopper.on_trial_start("late")
         report(stopper, clock, "late", curve("good", 40), range(1, 6))
     assert restored._trials["late"].p == pytest.approx(pop._trials["late"].p)
+
+
+def test_the_dynamic_target_rises_once_reached_and_the_trial_goes_on() -> None:
+    """HyperDrive §9: a report at the target raises it by ``raise_target_by``; nothing stops."""
+    clock = SimulatedClock()
+    pop = make_pop(clock, target=80.0, raise_target_by=2.0, kill_threshold=None)
+    pop.on_trial_start("a")
+    assert report(pop, clock, "a", [70.0, 81.0, 82.5, 99.5], range(1, 3)) is Decision.CONTINUE
+    assert pop.target == 83.0  # 81 reached 80: the next target is 81 + 2
+    assert report(pop, clock, "a", [70.0, 81.0, 82.5, 99.5], range(3, 4)) is Decision.CONTINUE
+    assert pop.target == 83.0  # 82.5 did not reach it
+    report(pop, clock, "a", [70.0, 81.0, 82.5, 99.5], range(4, 5))
+    assert pop.target == 100.0  # capped at the bound
+    assert pop.on_report("a", 5, 100.0) is Decision.STOP  # at the bound: reached, it stops
+    restored = make_pop(clock, target=80.0, raise_target_by=2.0)
+    restored.load_state_dict(json.loads(json.dumps(pop.state_dict())))
+    assert restored.target == 100.0
+    low = make_pop(clock, direction="minimize", target=0.5, raise_target_by=0.1, bounds=(0, 1))
+    low.on_trial_start("b")
+    low.on_report("b", 1, 0.45)
+    assert math.isclose(low.target, 0.35)
+    fixed = make_pop(clock, target=80.0)
+    fixed.on_trial_start("c")
+    assert fixed.on_report("c", 1, 81.0) is Decision.STOP and fixed.target == 80.0
+    with pytest.raises(ValueError, match="raise_target_by is 0; it must be above 0"):
+        make_pop(clock, raise_target_by=0)

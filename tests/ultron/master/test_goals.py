@@ -179,6 +179,9 @@ def test_pops_target_and_max_time_are_the_jobs_goals_unless_the_spec_sets_its_ow
     assert (own.time_s, own.target) == (120.0, 0.8)
     other_metric = _spec(early_stopping={**pop, "metric": "loss"}, objective=objective)
     assert JobGoals.of(other_metric).target is None  # POP judges another metric
+    dynamic = {**pop, "options": {**pop["options"], "raise_target_by": 0.01}}
+    goals = JobGoals.of(_spec(early_stopping=dynamic, objective=objective))
+    assert (goals.time_s, goals.target) == (60.0, None)  # POP raises it: not the job's end
 
 
 def test_the_reasons_read_as_users_see_them() -> None:
