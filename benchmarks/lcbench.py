@@ -80,6 +80,9 @@ class LCBench:
         codes = json.loads((Path(folder) / "encoding.json").read_text())["OpenML_task_id"]
         self.task = task
         self._code = codes[task]
+        # Seeded random search hands every method that runs on it the same configurations: a
+        # curve is computed once per task and process (``forget`` empties this).
+        self._memo: dict[tuple[float, ...], LearningCurve] = {}
 
     def curves(self, configs: list[Config]) -> tuple[np.ndarray, np.ndarray]:
         """Validation accuracy (%) and seconds of each epoch, shape ``(configs, 52)`` each."""
@@ -98,8 +101,16 @@ class LCBench:
         return out[:, :, 1], np.maximum(durations, 0.01 * cumulative[:, -1:] / EPOCHS)
 
     def learning_curve(self, config: Config) -> LearningCurve:
-        values, durations = self.curves([config])
-        return LearningCurve(tuple(map(float, values[0])), tuple(map(float, durations[0])))
+        key = tuple(float(config[k]) for k in COLUMNS)  # all the surrogate reads of a config
+        if key not in self._memo:
+            values, durations = self.curves([config])
+            curve = LearningCurve(tuple(map(float, values[0])), tuple(map(float, durations[0])))
+            self._memo[key] = curve
+        return self._memo[key]
+
+    def forget(self) -> None:
+        """Drop the curves computed so far (a process that moves on to other runs)."""
+        self._memo.clear()
 
     def target(self, *, quantile: float = 0.995, n: int = 4000) -> float:
         rng = np.random.default_rng(12345)
@@ -137,7 +148,9 @@ def _earlyterm(workers: int, clock: SimulatedClock, target: float) -> Stopper:
     )
 
 
-def _pop(workers: int, clock: SimulatedClock, target: float) -> Stopper:
+def _pop(
+    workers: int, clock: SimulatedClock, target: float, *, raise_target_by: float | None = None
+) -> Stopper:
     return POP(
         direction="maximize",
         max_resource=EPOCHS,
@@ -149,6 +162,7 @@ def _pop(workers: int, clock: SimulatedClock, target: float) -> Stopper:
         bootstrap=6,
         seed=0,
         clock=clock,
+        raise_target_by=raise_target_by,
     )
 
 

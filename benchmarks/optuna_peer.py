@@ -3,6 +3,17 @@
 One Optuna study plays both roles of the simulation: ``ask`` gives new configurations,
 ``trial.report`` / ``trial.should_prune`` judge each epoch (Optuna's own pruner code), ``tell``
 closes the trial (``PRUNED`` when the pruner stopped it, as ``study.optimize`` would record it).
+
+Two things make the peer reproducible and affordable in the suite:
+
+- the study is named after the seed: Optuna's Hyperband pruner puts a trial in a bracket by a
+  checksum of the study's name and the trial's number, and an unnamed study gets a random name,
+  so the same seed gave another run each time;
+- Optuna 5's TPE computes ``log Phi`` (``optuna.samplers._tpe._truncnorm._log_ndtr``) one
+  element at a time in Python, 60% of the suite's time at 256 workers;
+  :func:`scipy.special.log_ndtr` (what Optuna called before it dropped SciPy) computes the same
+  function vectorized, 20 times faster, and agrees with it to a relative 6e-8 (Optuna's own
+  tail approximation above 6 standard deviations is the coarser of the two).
 """
 
 from __future__ import annotations
@@ -10,6 +21,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from typing import Any
+
+from scipy.special import log_ndtr
 
 from ultron.algorithms.base import Direction
 from ultron.algorithms.optuna_trials import to_optuna_distribution
@@ -34,9 +47,11 @@ class OptunaPeer(Stopper):
         import optuna
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
+        _vectorize_log_ndtr()
         self._optuna = optuna
         self._distributions = {n: to_optuna_distribution(d) for n, d in search_space.items()}
         self.study = optuna.create_study(
+            study_name=f"optuna-peer-seed-{seed}",
             direction=self.direction.value,
             sampler=optuna.samplers.TPESampler(seed=seed),
             pruner=optuna.pruners.HyperbandPruner(
@@ -82,3 +97,14 @@ class OptunaPeer(Stopper):
             self._pruned.add(int(trial_id))
             return Decision.STOP
         return Decision.CONTINUE
+
+
+def _vectorize_log_ndtr() -> None:
+    """Optuna's scalar ``log Phi`` replaced by SciPy's vectorized one (see the module docstring).
+
+    Where the private function is gone (another Optuna), nothing is replaced: slower, not wrong.
+    """
+    from optuna.samplers._tpe import _truncnorm
+
+    if hasattr(_truncnorm, "_log_ndtr"):
+        _truncnorm._log_ndtr = log_ndtr
