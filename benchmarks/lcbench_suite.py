@@ -24,10 +24,15 @@ Methods: random search (full budget), ASHA, Hyperband, POP (ours, on random sear
 HyperDrive's baselines Bandit and EarlyTerm (on random search, judged on POP's evaluation
 boundaries: epochs 4, 9, 14, ...), Optuna's
 TPE with its Hyperband pruner, DEHB (``dehb`` package) and the one-epoch top-K baseline
-(:mod:`benchmarks.lcbench_peers`). Runs are cached on disk (see :mod:`benchmarks.suite_runs`),
-keyed by their parameters and the code they ran, so a rerun recomputes only what changed.
+(:mod:`benchmarks.lcbench_peers`). ``--methods`` may also name "POP (dynamic target)" (POP with
+HyperDrive's dynamic target, section 9). Runs are cached on disk (see
+:mod:`benchmarks.suite_runs`), keyed by their parameters and the code they ran, so a rerun
+recomputes only what changed. A process runs all the runs of one (task, seed) in turn: the
+methods on seeded random search see the same configurations, and each curve is computed once.
+The tables (:mod:`benchmarks.suite_tables`) aggregate over (task, seed) pairs.
 
-    python -m benchmarks.lcbench_suite --seeds 3 --write-results
+    python -m benchmarks.lcbench_suite --seeds 3 --jobs 2 --write-results
+    python -m benchmarks.lcbench_suite --seeds 3 --seeds-at 64=1,256=1 --jobs 2 --write-results
 """
 
 from __future__ import annotations
@@ -58,7 +63,7 @@ from benchmarks.lcbench import (
     _pop,
 )
 from benchmarks.lcbench_peers import DEHBPeer, OneEpochTopK, PeerMissing
-from benchmarks.suite_runs import RunCache, SuiteSettings
+from benchmarks.suite_runs import Cell, RunCache, SuiteSettings
 from ultron.algorithms.random_search import RandomSearch
 from ultron.algorithms.stoppers.base import Command, Decision, Stopper, TrialId, TrialPlan
 from ultron.simulation.benchmark import SimulatedClock
@@ -186,6 +191,14 @@ class _Deadline(Stopper):
         return commands
 
 
+def _pop_dynamic(workers: int, clock: SimulatedClock, target: float) -> Stopper:
+    """POP with HyperDrive's dynamic target (not a default method: ``--methods`` names it):
+    each time a trial reaches the target, it rises half a point of accuracy above that report.
+    The time to target is POP's own (nothing differs before the first raise); the regret at
+    ``H`` shows what going on after it buys."""
+    return _pop(workers, clock, target, raise_target_by=0.5)
+
+
 def _method(
     name: str, workers: int, seed: int, clock: SimulatedClock, target: float
 ) -> tuple[Any, Stopper | None]:
@@ -206,6 +219,7 @@ def _method(
         "ASHA": _asha,
         "Hyperband": _hyperband,
         "POP (ours)": _pop,
+        "POP (dynamic target)": _pop_dynamic,
         "Bandit": _bandit,
         "EarlyTerm": _earlyterm,
     }
@@ -266,6 +280,18 @@ def _cell(args: tuple[str, str, int, int, SuiteSettings, dict[str, float]]) -> d
         return {"skipped": str(error)}
 
 
+def _group(
+    args: tuple[list[Cell], SuiteSettings, dict[str, float]],
+) -> list[dict[str, Any]]:
+    """The runs of one (task, seed) in one process, in order: the methods on seeded random
+    search share their configurations, so each curve is computed once (then forgotten)."""
+    cells, settings, stats = args
+    try:
+        return [_cell((*cell, settings, stats)) for cell in cells]
+    finally:
+        _bench(cells[0][0]).forget()
+
+
 def run_suite(
     settings: SuiteSettings,
     *,
@@ -275,12 +301,15 @@ def run_suite(
     jobs: int = 1,
     cache: RunCache | None = None,
     from_cache: bool = False,
+    seeds_at: dict[int, int] | None = None,
 ) -> dict[str, Any]:
     """Every (task, method, workers, seed) run, from the cache where it holds it.
 
     With ``from_cache``, nothing runs and only the tasks whose runs are all cached are kept.
+    ``seeds_at``: fewer (or more) seeds than ``settings.seeds`` at some worker counts.
     """
     cache = cache or RunCache(None)
+    seeds = {w: (seeds_at or {}).get(w, settings.seeds) for w in workers}
     left_out: list[str] = []
     if from_cache:
         complete = [
@@ -290,7 +319,7 @@ def run_suite(
                 cache.get((t, m, w, s), settings)
                 for m in methods
                 for w in workers
-                for s in range(settings.seeds)
+                for s in range(seeds[w])
             )
         ]
         print(f"from the cache: {len(complete)} of {len(task_ids)} tasks complete", flush=True)
@@ -301,22 +330,23 @@ def run_suite(
         computed = (pool.map if pool else map)(_stats, missing, [settings] * len(missing))
         for task, value in zip(missing, computed, strict=True):
             cache.put_stats(task, settings, value)
-    stats = {t: cache.stats(t, settings) for t in task_ids}
+    stats = {t: found for t in task_ids if (found := cache.stats(t, settings)) is not None}
     cells = [
-        (t, m, w, s)
-        for t in task_ids
-        for m in methods
-        for w in workers
-        for s in range(settings.seeds)
+        (t, m, w, s) for t in task_ids for m in methods for w in workers for s in range(seeds[w])
     ]
     todo = [c for c in cells if cache.get(c, settings) is None]
     print(f"{len(cells)} runs, {len(cells) - len(todo)} cached, {len(todo)} to run", flush=True)
-    args = [(t, m, w, s, settings, stats[t]) for t, m, w, s in todo]
+    groups: dict[tuple[str, int], list[Cell]] = {}
+    for cell in sorted(todo, key=lambda c: (c[3], c[0])):  # seed by seed, task by task
+        groups.setdefault((cell[0], cell[3]), []).append(cell)
+    args = [(group, settings, stats[task]) for (task, _), group in groups.items()]
     started = time.perf_counter()
     with ProcessPoolExecutor(jobs) if jobs > 1 else contextlib.nullcontext() as pool:
-        outcomes = pool.map(_cell, args, chunksize=1) if pool else map(_cell, args)
-        for cell, outcome in zip(todo, outcomes, strict=True):
-            cache.put(cell, settings, outcome)  # as each ends: an interrupted suite keeps its runs
+        outcomes = pool.map(_group, args, chunksize=1) if pool else map(_group, args)
+        for group, runs in zip(groups.values(), outcomes, strict=True):
+            for cell, outcome in zip(group, runs, strict=True):
+                cache.put(cell, settings, outcome)  # as each group ends: a stopped suite keeps them
+            print(f"{group[0][0]} seed {group[0][3]}: {len(runs)} runs", flush=True)
     print(f"ran {len(todo)} in {time.perf_counter() - started:.0f} s", flush=True)
     return {
         "settings": settings,
@@ -326,12 +356,18 @@ def run_suite(
         "left_out": left_out,
         "methods": list(methods),
         "workers": list(workers),
+        "seeds": seeds,
     }
 
 
 def main(argv: Sequence[str] | None = None) -> str:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument(
+        "--seeds-at",
+        default="",
+        help="other seed counts at some worker counts, e.g. 64=1,256=1 (the rest: --seeds)",
+    )
     parser.add_argument("--budget", type=float, default=64.0, help="B: full trainings' worth")
     parser.add_argument("--tasks", default="all", help="comma-separated task ids, or all")
     parser.add_argument("--workers", default="8,64,256")
@@ -357,6 +393,9 @@ def main(argv: Sequence[str] | None = None) -> str:
         print(str(error))
         return str(error)
     settings = SuiteSettings(seeds=arguments.seeds, budget=arguments.budget)
+    seeds_at = {
+        int(w): int(n) for w, n in (x.split("=") for x in arguments.seeds_at.split(",") if x)
+    }
     suite = run_suite(
         settings,
         task_ids=task_ids,
@@ -365,6 +404,7 @@ def main(argv: Sequence[str] | None = None) -> str:
         jobs=arguments.jobs,
         cache=RunCache(arguments.cache),
         from_cache=arguments.from_cache,
+        seeds_at=seeds_at,
     )
     subset = None
     if arguments.from_cache and arguments.subset:
@@ -375,6 +415,7 @@ def main(argv: Sequence[str] | None = None) -> str:
             workers=[int(w) for w in arguments.workers.split(",")],
             cache=RunCache(arguments.cache),
             from_cache=True,
+            seeds_at=seeds_at,
         )
     command = "python -m benchmarks.lcbench_suite " + " ".join(
         argv if argv is not None else sys.argv[1:]

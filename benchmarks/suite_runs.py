@@ -49,6 +49,11 @@ _OWN = {
         "algorithms/curve_model.py",
         "algorithms/curves.py",
     ),
+    "POP (dynamic target)": (
+        "algorithms/stoppers/pop.py",
+        "algorithms/curve_model.py",
+        "algorithms/curves.py",
+    ),
     "Bandit": ("algorithms/stoppers/bandit.py",),
     "EarlyTerm": ("algorithms/stoppers/earlyterm.py", "algorithms/curves.py"),
     "Optuna TPE+Hyperband": ("benchmarks/optuna_peer.py", "algorithms/optuna_sampler.py"),
