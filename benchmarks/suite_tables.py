@@ -252,12 +252,20 @@ def _hours(hours: float) -> str:
     return f"{hours:.3f} h" if math.isfinite(hours) else "-"
 
 
-def section(suite: dict[str, Any], *, command: str, subset: dict[str, Any] | None = None) -> str:
+def section(
+    suite: dict[str, Any],
+    *,
+    command: str,
+    subset: dict[str, Any] | None = None,
+    parts: Sequence[dict[str, Any]] = (),
+    note: str = "",
+) -> str:
     """The suite's whole section of ``RESULTS.md``, between its markers; ``subset``: the same
-    for fewer methods over more tasks (when not every method ran on every task)."""
+    for fewer methods over more tasks (when not every method ran on every task); ``parts``:
+    more suites (other worker counts, seeds or tasks), each under its own heading; ``note``: a
+    paragraph after the description (what ran where, what is missing)."""
     s = suite["settings"]
-    agg = aggregate(suite)
-    cpu = sum(a["cpu_s"] for a in agg.values())
+    cpu = sum(a["cpu_s"] for x in (suite, *parts) for a in aggregate(x).values())
     total = len(suite["tasks"]) + len(suite.get("left_out") or [])
     lines = [
         START,
@@ -265,9 +273,8 @@ def section(suite: dict[str, Any], *, command: str, subset: dict[str, Any] | Non
         "regret (issues 16, 28)",
         "",
         f"Recorded with `{command}` ({_seeds_text(suite)}; {cpu / 3600:.1f} CPU hours of "
-        "simulation "
-        f"on {os.cpu_count()} cores; written {dt.date.today().isoformat()}). Every run is the "
-        "real master on the simulated clock "
+        f"simulation on a machine of {os.cpu_count()} cores; written "
+        f"{dt.date.today().isoformat()}). Every run is the real master on the simulated clock "
         "(`ultron.simulation.simulate_job`), with the method's strategy and stopper (a peer: its "
         "own ask/tell and pruning) on `workers` simulated workers. Target: the "
         f"{s.quantile:g} quantile of {s.reference} random configurations' validation "
@@ -284,11 +291,13 @@ def section(suite: dict[str, Any], *, command: str, subset: dict[str, Any] | Non
         "is half a "
         "median training, so methods that train survivors to 52 epochs often show `-`.",
         "",
+        *([note, ""] if note else []),
         *_left_out(suite),
         *aggregate_tables(suite),
         *head_to_head(suite),
         *task_tables(suite),
         *(_subset(subset) if subset else []),
+        *(line for part in parts for line in _part(part)),
         END,
     ]
     return "\n".join(lines)
@@ -304,6 +313,18 @@ def _seeds_text(suite: dict[str, Any]) -> str:
 def _subset(suite: dict[str, Any]) -> list[str]:
     return [
         f"### {', '.join(suite['methods'])} alone, on {len(suite['tasks'])} tasks",
+        "",
+        *_left_out(suite),
+        *aggregate_tables(suite),
+        *head_to_head(suite),
+        *task_tables(suite),
+    ]
+
+
+def _part(suite: dict[str, Any]) -> list[str]:
+    workers = ", ".join(map(str, suite["workers"]))
+    return [
+        f"### {workers} workers ({_seeds_text(suite)}), on {len(suite['tasks'])} tasks",
         "",
         *_left_out(suite),
         *aggregate_tables(suite),

@@ -86,3 +86,16 @@ def test_one_seed_has_no_spread_and_the_task_table_no_counts(tables: ModuleType)
     asha = tables.aggregate(suite)["ASHA", 8]
     assert asha["time_rank"] == (1.0, 0.0) and asha["reached"] == 2
     assert "| 1 | 90.00 | - / 1.000 | 0.300 h / 0.300 |" in tables.task_tables(suite)
+
+
+def test_a_section_can_hold_parts_run_with_other_seeds(tables: ModuleType) -> None:
+    """8 workers over 3 seeds, and a part of fewer seeds (say, 64 workers) under its heading."""
+    three = _suite({"Random": [[0.4, 0.8, 0.2]], "ASHA": [[0.2, 0.3, 0.1]]}, seeds=3)
+    one = _suite({"Random": [[0.4]], "ASHA": [[0.5]]}, seeds=1)
+    text = tables.section(three, command="x", parts=[one], note="Ran on two cores.")
+    assert text.startswith(tables.START) and text.endswith(tables.END)
+    assert "(3 seed(s); 0.0 CPU hours" in text and "\nRan on two cores.\n" in text
+    assert "### 8 workers (1 seed(s)), on 1 tasks" in text
+    assert (
+        "| method | 8 workers, 3 seed(s) |" in text and "| method | 8 workers, 1 seed(s) |" in text
+    )
