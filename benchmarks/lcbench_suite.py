@@ -360,12 +360,27 @@ def run_suite(
     }
 
 
+def _seeds_at(text: str) -> dict[int, int]:
+    """``--seeds-at``'s value, ``WORKERS=SEEDS`` pairs separated by commas (argparse reports a
+    ValueError as an error on the flag, with its value and the usage)."""
+    pairs = {}
+    for item in filter(None, text.split(",")):
+        workers, _, seeds = item.partition("=")
+        if not (workers.strip().isdigit() and seeds.strip().isdigit() and int(seeds) > 0):
+            raise argparse.ArgumentTypeError(
+                f"{item!r} is not WORKERS=SEEDS with two positive whole numbers (e.g. 64=1,256=1)"
+            )
+        pairs[int(workers)] = int(seeds)
+    return pairs
+
+
 def main(argv: Sequence[str] | None = None) -> str:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument(
         "--seeds-at",
-        default="",
+        type=_seeds_at,
+        default={},
         help="other seed counts at some worker counts, e.g. 64=1,256=1 (the rest: --seeds)",
     )
     parser.add_argument("--budget", type=float, default=64.0, help="B: full trainings' worth")
@@ -393,9 +408,7 @@ def main(argv: Sequence[str] | None = None) -> str:
         print(str(error))
         return str(error)
     settings = SuiteSettings(seeds=arguments.seeds, budget=arguments.budget)
-    seeds_at = {
-        int(w): int(n) for w, n in (x.split("=") for x in arguments.seeds_at.split(",") if x)
-    }
+    seeds_at = arguments.seeds_at
     suite = run_suite(
         settings,
         task_ids=task_ids,
