@@ -66,6 +66,7 @@ import numpy as np
 
 from ultron.algorithms.base import Direction
 from ultron.algorithms.curve_model import CurveModel
+from ultron.algorithms.partial_references import PartialReferences
 from ultron.algorithms.stoppers.base import Command, Decision, Stopper, TrialId
 
 __all__ = ["POP"]
@@ -104,6 +105,10 @@ class POP(Stopper):
             trials can still start (0.3 reached the target sooner than 0.5 on LCBench 189906).
         min_references: finished curves the curve model needs before it predicts from them
             (before: the parametric ensemble, widened).
+        partial_quantile: before then, judge a trial against the trials that reached further,
+            finished or not (:class:`ultron.algorithms.partial_references.PartialReferences`):
+            ``p`` is its chance of matching this quantile of their values at the deepest step
+            ``min_references`` of them reached (``None``: the fallback decides).
         stop_at_target: stop a trial as soon as it reports the target.
         raise_target_by: the dynamic target (HyperDrive §9): once a trial reports the target,
             the target becomes that value plus this step (minus when minimizing, capped at
@@ -139,6 +144,7 @@ class POP(Stopper):
         resume_share: float = 0.3,
         bootstrap: int = 12,
         min_references: int = 10,
+        partial_quantile: float | None = None,
         stop_at_target: bool = True,
         raise_target_by: float | None = None,
         bounds: tuple[float, float] = (-math.inf, math.inf),
@@ -180,17 +186,31 @@ class POP(Stopper):
             bootstrap=bootstrap,
             bounds=(self._bounds[0], self._bounds[1]),
         )
+        self._partial = (
+            None
+            if partial_quantile is None
+            else PartialReferences(
+                max_resource,
+                min_references=min_references,
+                quantile=partial_quantile,
+                bounds=(self._bounds[0], self._bounds[1]),
+            )
+        )
         self._seen: dict[int, list[float]] = {}  # every value reported at each boundary, sorted
         self._rescored = 0  # references when suspended trials were last re-estimated
 
     def on_trial_start(self, trial_id: TrialId) -> Any:
         now = self.clock()
         self._t0 = now if self._t0 is None else self._t0
-        self._trials[trial_id] = _Trial(last_time=now)
+        self._trials[trial_id] = trial = _Trial(last_time=now)
+        if self._partial is not None:
+            self._partial.update(trial_id, trial.steps, trial.gains)
         return super().on_trial_start(trial_id)
 
     def on_report(self, trial_id: TrialId, step: int, value: float) -> Decision:
-        trial = self._trials.setdefault(trial_id, _Trial(last_time=self.clock()))
+        if trial_id not in self._trials:
+            self.on_trial_start(trial_id)
+        trial = self._trials[trial_id]
         now = self._record(trial, step, value)
         if self.raise_target_by is not None and trial.gains[-1] >= -self.loss(self.target):
             self._raise_target(value)
@@ -204,11 +224,13 @@ class POP(Stopper):
             return Decision.STOP
         if self._is_poor(step, value):
             trial.status, trial.poor = "done", True
+            if self._partial is not None:
+                self._partial.forget(trial_id)
             return Decision.STOP
         if step < self.min_resource or (step - self.min_resource) % self.interval:
             return Decision.CONTINUE
         bisect.insort(self._seen.setdefault(step, []), trial.gains[-1])
-        trial.p, trial.ert = self._confidence(trial, step, now)
+        trial.p, trial.ert = self._confidence(trial, step, now, trial_id)
         if trial_id in self._promising():
             return Decision.CONTINUE
         trial.status, trial.suspended_at = "suspended", now
@@ -253,7 +275,9 @@ class POP(Stopper):
             return False
         return self.loss(value) > self.loss(self.kill_threshold)
 
-    def _confidence(self, trial: _Trial, step: int, now: float) -> tuple[float, float]:
+    def _confidence(
+        self, trial: _Trial, step: int, now: float, trial_id: TrialId
+    ) -> tuple[float, float]:
         """``(p, ERT)`` of §3.1.1 for a trial at ``step``, from the curve model's reach curve."""
         goal = -self.loss(self.target)
         if max(trial.gains) >= goal:
@@ -262,6 +286,13 @@ class POP(Stopper):
         if left <= 0:
             trial.model = (0.0, 0.0)
             return 0.0, math.inf
+        if self._partial is not None and not self._model.calibrated:
+            partial = self._partial.chance(trial_id, trial.steps, trial.gains, rng=self.rng)
+            if partial is not None:
+                p, h = partial
+                epochs = h - step + (1.0 - p) * (self.max_resource - h)
+                trial.model = (p, epochs)
+                return p, epochs * epoch
         horizon = list(range(step + 1, step + left + 1))
         prediction = self._model.predict(trial.steps, trial.gains, horizon, rng=self.rng)
         trial.model = _summary(prediction.prob_reached(goal))
@@ -357,7 +388,7 @@ class POP(Stopper):
             trial = self._trials[t]
             if trial.p is None or trial.p >= 1.0:
                 continue
-            trial.p, trial.ert = self._confidence(trial, trial.steps[-1], now)
+            trial.p, trial.ert = self._confidence(trial, trial.steps[-1], now, t)
 
     def classify(self, trial_id: TrialId) -> str:
         """``"promising"``, ``"opportunistic"``, ``"poor"`` (stopped) or ``"unknown"``."""
@@ -406,6 +437,16 @@ class POP(Stopper):
             finished = tr.steps and tr.steps[-1] >= self.max_resource
             if finished or (self.stop_at_target and tr.gains and tr.gains[-1] >= goal):
                 self._add_reference(t, tr)
+        if self._partial is not None:
+            self._partial = PartialReferences(
+                self.max_resource,
+                min_references=self._partial.min_references,
+                quantile=self._partial.quantile,
+                bounds=self._partial.bounds,
+            )
+            for t, tr in self._trials.items():
+                if not tr.poor:
+                    self._partial.update(t, tr.steps, tr.gains)
         self._seen = {}
         for tr in self._trials.values():
             for step, gain in zip(tr.steps, tr.gains, strict=True):

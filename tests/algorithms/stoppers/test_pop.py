@@ -242,3 +242,25 @@ def test_the_dynamic_target_rises_once_reached_and_the_trial_goes_on() -> None:
     assert fixed.on_report("c", 1, 81.0) is Decision.STOP and fixed.target == 80.0
     with pytest.raises(ValueError, match="raise_target_by is 0; it must be above 0"):
         make_pop(clock, raise_target_by=0)
+
+
+def test_before_any_curve_finishes_pop_judges_against_trials_that_got_further() -> None:
+    """With ``partial_quantile``, unfinished curves are references: before anything finishes,
+    a trial ahead of the others at their deepest common step is promising and one behind them
+    is suspended; a state round trip keeps the references."""
+    clock = SimulatedClock()
+    pop = make_pop(clock, slots=2, min_references=3, partial_quantile=0.5, kill_threshold=None)
+    for i, kind in enumerate(["good", "mediocre", "mediocre", "good"]):
+        pop.on_trial_start(f"ref{i}")
+        report(pop, clock, f"ref{i}", curve(kind, 50 + i), range(1, 16))
+    assert not pop._model.calibrated
+    restored = make_pop(clock, slots=2, min_references=3, partial_quantile=0.5, kill_threshold=None)
+    restored.load_state_dict(json.loads(json.dumps(pop.state_dict())))
+    for stopper in (pop, restored):
+        for name, kind in [("ahead", "good"), ("behind", "mediocre")]:
+            stopper.on_trial_start(name)
+            report(stopper, clock, name, curve(kind, 60), range(1, 6))
+        assert stopper._trials["ahead"].p == pytest.approx(1.0, abs=0.2)
+        assert stopper._trials["behind"].p == pytest.approx(0.0, abs=0.2)
+        assert stopper.classify("behind") == "opportunistic"
+    assert restored._trials["ahead"].p == pytest.approx(pop._trials["ahead"].p)
