@@ -71,6 +71,11 @@ class PartialReferences:
         """Leave a trial out (a trial stopped as poor is no reference for the good ones)."""
         self._curves.pop(trial_id, None)
 
+    def clear(self) -> None:
+        """Forget every trial (before a restored stopper hands them again)."""
+        self._curves.clear()
+        self._models.clear()
+
     def chance(
         self,
         trial_id: Hashable,

@@ -444,12 +444,7 @@ class POP(Stopper):
             if finished or (self.stop_at_target and tr.gains and tr.gains[-1] >= goal):
                 self._add_reference(t, tr)
         if self._partial is not None:
-            self._partial = PartialReferences(
-                self.max_resource,
-                min_references=self._partial.min_references,
-                quantile=self._partial.quantile,
-                bounds=self._partial.bounds,
-            )
+            self._partial.clear()
             for t, tr in self._trials.items():
                 if not tr.poor:
                     self._partial.update(t, tr.steps, tr.gains)
