@@ -22,7 +22,7 @@ When the run is over, nothing new starts and running trials stop at their next e
 
 Methods: random search (full budget), ASHA, Hyperband, POP (ours, on random search),
 HyperDrive's baselines Bandit and EarlyTerm (on random search, judged on POP's evaluation
-boundaries: epochs 4, 9, 14, ...), Optuna's
+boundaries: epochs 1, 4, 7, ...), Optuna's
 TPE with its Hyperband pruner, DEHB (``dehb`` package) and the one-epoch top-K baseline
 (:mod:`benchmarks.lcbench_peers`). ``--methods`` may also name "POP (dynamic target)" (POP with
 HyperDrive's dynamic target, section 9). Runs are cached on disk (see
