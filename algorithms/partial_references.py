@@ -39,9 +39,14 @@ class PartialReferences:
         >>> refs = PartialReferences(10, min_references=3)
         >>> for i, top in enumerate([50.0, 60.0, 70.0, 80.0]):
         ...     refs.update(i, list(range(1, 7)), list(top * (1 - 0.5 ** np.arange(1, 7))))
-        >>> p, h = refs.chance("new", [1, 2], [40.0, 60.0], rng=np.random.default_rng(0))
-        >>> h, p > 0.5
+        >>> # Ahead of every reference at step 2: likely to match the best of them at step 6,
+        >>> # the deepest step three of them reached; level with the best at 2: less likely.
+        >>> p, h = refs.chance("new", [1, 2], [45.0, 70.0], rng=np.random.default_rng(0))
+        >>> h, p > 0.9
         (6, True)
+        >>> p, h = refs.chance("new", [1, 2], [40.0, 60.0], rng=np.random.default_rng(0))
+        >>> p < 0.5
+        True
     """
 
     def __init__(
