@@ -47,11 +47,13 @@ _OWN = {
     "POP (ours)": (
         "algorithms/stoppers/pop.py",
         "algorithms/curve_model.py",
+        "algorithms/partial_references.py",
         "algorithms/curves.py",
     ),
     "POP (dynamic target)": (
         "algorithms/stoppers/pop.py",
         "algorithms/curve_model.py",
+        "algorithms/partial_references.py",
         "algorithms/curves.py",
     ),
     "Bandit": ("algorithms/stoppers/bandit.py",),
