@@ -95,15 +95,22 @@ def test_a_trial_suspended_before_it_returned_still_gets_its_exploit() -> None:
     assert not master._suspended
 
 
-def test_a_restarted_master_honours_the_resume_its_predecessor_held(redis_url: str) -> None:
-    # As above, 0000's exploit is decided while 0000 still runs, and the master saves the job's
-    # state; then it dies. The next master loads that state from Redis, 0000 runs again from
-    # its checkpoint (an interrupted trial) and returns suspended: it gets the held exploit.
-    store = JobStore(redis.Redis.from_url(redis_url), f"held-{uuid.uuid4().hex[:8]}")
+def _round_decided_while_0000_runs(redis_url: str) -> tuple[JobStore, Master]:
+    """A master with a job store in Redis: both trials reported the round's boundary, 0001
+    returned suspended, 0000 still runs."""
+    store = JobStore(redis.Redis.from_url(redis_url), f"restart-{uuid.uuid4().hex[:8]}")
     master, dispatcher = _pbt_master(store, JobState(store.job_id))
     _boundary_reports(master)
     dispatcher.running = {"0000"}
     _returns(master, dispatcher, "0001")
+    return store, master
+
+
+def test_a_restarted_master_honours_the_resume_its_predecessor_held(redis_url: str) -> None:
+    # As above, 0000's exploit is decided while 0000 still runs, and the master saves the job's
+    # state; then it dies. The next master loads that state from Redis, 0000 runs again from
+    # its checkpoint (an interrupted trial) and returns suspended: it gets the held exploit.
+    store, master = _round_decided_while_0000_runs(redis_url)
     assert _run_commands(master, 1, can_start_new=False) == []
     assert set(master._held) == {"0000"}
     master._checkpoint()
@@ -124,11 +131,7 @@ def test_a_restarted_master_keeps_the_trials_that_returned_suspended(redis_url: 
     # 0001 returned suspended (no row yet, no longer running) when the master saved the job's
     # state and died. The next master must still hold it: the round's resume for 0001 starts it
     # again with its last result's attempts, instead of waiting for a return that never comes.
-    store = JobStore(redis.Redis.from_url(redis_url), f"suspended-{uuid.uuid4().hex[:8]}")
-    master, dispatcher = _pbt_master(store, JobState(store.job_id))
-    _boundary_reports(master)
-    dispatcher.running = {"0000"}
-    _returns(master, dispatcher, "0001")
+    store, master = _round_decided_while_0000_runs(redis_url)
     master._checkpoint()
 
     restarted, dispatcher = _pbt_master(store, store.load())
