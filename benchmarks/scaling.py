@@ -13,7 +13,10 @@ trains the same N configurations (default all 64) at each parallelism P, in thre
 Every mode enqueues or grids the same configuration indices, so each mode trains exactly the
 same networks; the summary says whether every run gave every configuration the same accuracy.
 For each mode, against its own P=1 time T1: speed-up ``T1 / TP`` and efficiency
-``T1 / (P x TP)``. P values above the machine's cores are left out (each trial takes one).
+``T1 / (P x TP)``, on the search's time and on the trials' span (the first trial's start to
+the last one's end, by the trials' own clocks: the search without its start-up, which for
+ultron includes starting the cluster and the warm trial processes).
+P values above the machine's cores are left out (each trial takes one).
 It writes ``scaling.md`` (the table, with command, cores, date and commit), ``scaling.json``
 and ``scaling.png`` (wall time, speed-up and efficiency against P) into ``--out``.
 
@@ -53,6 +56,9 @@ class Run:
     search_s: float
     total_s: float
     scores: dict[int, float] = field(default_factory=dict)
+    # From the first trial's start to the last trial's end, as the trials' own clocks say
+    # (0: not known). Without the job's start-up: the warm trial processes, Optuna's workers.
+    span_s: float = 0.0
 
 
 def scaling_model() -> ModuleType:
@@ -118,17 +124,28 @@ def run_ultron(
     if result.cache_hits or len(result.trials) != configs:
         raise RuntimeError(f"ultron ran {len(result.trials)} trials, {result.cache_hits} cached")
     scores = {int(t.hyperparameters["config"]): float(t.score) for t in result.trials}
+    span = max(t.metrics["ended_at"] for t in result.trials) - min(
+        t.metrics["started_at"] for t in result.trials
+    )
     return Run(
         f"ultron {loop}",
         parallelism,
         result.timings["search_loop"],
         sum(result.timings.values()),
         scores,
+        span,
     )
 
 
 def _optuna_scores(study: Any) -> dict[int, float]:
     return {int(t.params["config"]): float(t.value) for t in study.get_trials(deepcopy=False)}
+
+
+def _optuna_span(study: Any) -> float:
+    """From the first trial's start to the last one's end, as the study recorded them."""
+    trials = study.get_trials(deepcopy=False)
+    ended = max(t.datetime_complete for t in trials)
+    return float((ended - min(t.datetime_start for t in trials)).total_seconds())
 
 
 def run_optuna_threads(parallelism: int, configs: int, epochs: int) -> Run:
@@ -150,6 +167,7 @@ def run_optuna_threads(parallelism: int, configs: int, epochs: int) -> Run:
         ended - search_started,
         ended - started,
         _optuna_scores(study),
+        _optuna_span(study),
     )
 
 
@@ -161,7 +179,8 @@ def run_optuna_journal(parallelism: int, configs: int, epochs: int, folder: str)
     study, search, total = optuna_journal(
         Objective(epochs), configs, parallelism, folder, enqueue=enqueue, direction="maximize"
     )
-    return Run("optuna journal", parallelism, search, total, _optuna_scores(study))
+    scores, span = _optuna_scores(study), _optuna_span(study)
+    return Run("optuna journal", parallelism, search, total, scores, span)
 
 
 def efficiency_rows(runs: Sequence[Run]) -> list[dict[str, Any]]:
@@ -177,6 +196,8 @@ def efficiency_rows(runs: Sequence[Run]) -> list[dict[str, Any]]:
         if base is None:
             raise ValueError(f"mode {run.mode!r} has no P=1 run: efficiency is against P=1")
         speedup = base.search_s / run.search_s
+        known = base.span_s > 0 and run.span_s > 0
+        span_speedup = base.span_s / run.span_s if known else None
         rows.append(
             {
                 "mode": run.mode,
@@ -186,6 +207,8 @@ def efficiency_rows(runs: Sequence[Run]) -> list[dict[str, Any]]:
                 "total_s": run.total_s,
                 "speedup": speedup,
                 "efficiency": speedup / run.parallelism,
+                "span_s": run.span_s or None,
+                "span_efficiency": span_speedup / run.parallelism if span_speedup else None,
             }
         )
     return rows
@@ -233,13 +256,16 @@ def table(rows: Sequence[dict[str, Any]], about: dict[str, Any], configs: int, e
         f"{about['cores']} cores ({about['cpu']}), {about['date']}, commit {about['commit']}, "
         f"load average at the end {about['load_average'][0]:.1f}",
         "",
-        "| mode | P | trials | search s | speed-up | efficiency | whole s |",
-        "|---|---|---|---|---|---|---|",
+        "| mode | P | trials | search s | speed-up | efficiency | whole s | trials' span s "
+        "| span efficiency |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for row in sorted(rows, key=lambda r: (MODES.index(r["mode"]), r["parallelism"])):
+        span, span_eff = row.get("span_s"), row.get("span_efficiency")
         lines.append(
             f"| {row['mode']} | {row['parallelism']} | {row['trials']} | {row['search_s']:.2f} "
-            f"| {row['speedup']:.2f} | {row['efficiency']:.1%} | {row['total_s']:.2f} |"
+            f"| {row['speedup']:.2f} | {row['efficiency']:.1%} | {row['total_s']:.2f} "
+            f"| {f'{span:.2f}' if span else '-'} | {f'{span_eff:.1%}' if span_eff else '-'} |"
         )
     return "\n".join(lines)
 
@@ -260,6 +286,9 @@ def plot(rows: Sequence[dict[str, Any]], path: Path, title: str) -> None:
         x = [r["parallelism"] for r in mine]
         for ax, key in zip(axes, ("search_s", "speedup", "efficiency"), strict=True):
             ax.plot(x, [r[key] for r in mine], marker="o", label=mode)
+        if all(r.get("span_efficiency") for r in mine):
+            spans = [r["span_efficiency"] for r in mine]
+            axes[2].plot(x, spans, marker="x", linestyle="--", label=f"{mode}, trials' span")
     axes[1].plot(ps, ps, color="grey", linestyle="--", label="linear")
     axes[2].axhline(1.0, color="grey", linestyle="--", label="linear")
     axes[2].axhline(0.9, color="grey", linestyle=":", label="90% of linear")
@@ -297,7 +326,9 @@ def measure(
                 run = run_optuna_threads(parallelism, configs, epochs)
             else:
                 run = run_optuna_journal(parallelism, configs, epochs, str(out))
-            print(f"{mode} P={parallelism}: {run.search_s:.2f} s", flush=True)
+            print(
+                f"{mode} P={parallelism}: {run.search_s:.2f} s, span {run.span_s:.2f} s", flush=True
+            )
             runs.append(run)
     return runs
 

@@ -67,6 +67,7 @@ def test_the_smallest_run_writes_a_consistent_table_json_and_plot(tmp_path: Path
         assert row["trials"] == 4
         t1 = rows[mode, 1]["search_s"]
         assert row["efficiency"] == pytest.approx(t1 / (p * row["search_s"]))
+        assert 0 < row["span_s"] <= row["search_s"]  # the trials' own clocks, inside the search
     assert {tuple(sorted(run["scores"])) for run in document["runs"]} == {("0", "1", "2", "3")}
     assert document["machine"]["cores"] >= 2 and document["machine"]["command"]
     printed = (out / "scaling.md").read_text()

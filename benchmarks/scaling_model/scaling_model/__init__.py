@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import itertools
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -129,4 +130,6 @@ class Model:
             return bool(ultron.report(epoch, accuracy=accuracy))
 
         index, epochs = int(hyperparameters["config"]), int(hyperparameters["epochs"])
-        return {"accuracy": train(index, epochs, report)}
+        started_at = time.time()  # the benchmark's trials' span: first start to last end
+        accuracy = train(index, epochs, report)
+        return {"accuracy": accuracy, "started_at": started_at, "ended_at": time.time()}
