@@ -325,14 +325,15 @@ def cache_clear(
         typer.Option(help="The Redis holding the cache; default REDIS_URL, else the embedded one."),
     ] = None,
 ) -> None:
-    """Empty the score cache: every later job trains its configurations again."""
+    """Empty the score cache: every later job trains its configurations again. A tenant's
+    credentials empty that tenant's cache; the admin's, every tenant's."""
     from ultron.cli.admin import shared_redis
-    from ultron.master.score_cache import clear_cache
+    from ultron.master.score_cache import clear_callers_caches
     from ultron.preflight import mask_url
     from ultron.redis.client import connect
 
     with shared_redis(redis_url) as url:
-        removed = clear_cache(connect(url))
+        removed = clear_callers_caches(connect(url))
     console.print(
         f"removed {removed} score-cache key(s) from {escape(mask_url(url))}", highlight=False
     )

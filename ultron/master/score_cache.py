@@ -48,7 +48,14 @@ from typing import Any
 from ultron.algorithms.space import Config, SearchSpace, canonical
 from ultron.redis import keys
 
-__all__ = ["ScoreCache", "answer", "cache_field", "clear_cache", "stored_entry"]
+__all__ = [
+    "ScoreCache",
+    "answer",
+    "cache_field",
+    "clear_cache",
+    "clear_callers_caches",
+    "stored_entry",
+]
 
 _DELETE_BATCH = 500
 
@@ -241,9 +248,38 @@ def clear_cache(client: Any, *, namespace: str = keys.NAMESPACE) -> int:
         client: a ``redis.Redis`` client.
         namespace: key prefix (``ultron`` unless a caller chose another).
     """
+    return _delete(
+        client, client.scan_iter(match=keys.score_cache_pattern(namespace=namespace), count=1000)
+    )
+
+
+def clear_callers_caches(client: Any) -> int:
+    """Delete the score caches the caller's credentials own; returns how many keys went.
+
+    A tenant's credentials (:func:`ultron.redis.tenants.caller_tenant`) clear that tenant's
+    cache only: another tenant's keys are not theirs to reach. An admin's clear the default
+    namespace's cache and every tenant's, also of a tenant removed since (whose keys stay).
+    """
+    from ultron.redis.tenants import caller_tenant
+
+    tenant = caller_tenant(client)
+    if tenant is not None:
+        return clear_cache(client, namespace=keys.tenant_namespace(tenant))
+    # ``ultron:t:<tenant>:cache:...``: a tenant name holds no ``:``, so the fourth part says
+    # whether a key of a tenant's namespace is its score cache (and not, say, a job's key).
+    tenants = keys.tenant_namespace("*")
+    found = client.scan_iter(match=f"{tenants}:cache:*", count=1000)
+    ours = (
+        k for k in found if (k.decode() if isinstance(k, bytes) else k).split(":")[3] == "cache"
+    )
+    return clear_cache(client) + _delete(client, ours)
+
+
+def _delete(client: Any, found: Any) -> int:
+    """Delete the keys ``found`` yields, in batches; returns how many were deleted."""
     deleted = 0
     batch: list[Any] = []
-    for key in client.scan_iter(match=keys.score_cache_pattern(namespace=namespace), count=1000):
+    for key in found:
         batch.append(key)
         if len(batch) >= _DELETE_BATCH:
             deleted += int(client.delete(*batch))

@@ -16,6 +16,8 @@ from typer.testing import CliRunner, Result
 from ultron.cli.main import app
 from ultron.limiter.limits import read_max_units, read_tenant_max_units
 from ultron.limiter.resource_limiter import ResourceLimiter
+from ultron.redis import keys
+from ultron.redis.tenants import add_tenant
 from ultron.servers.redis_process import EmbeddedRedis
 
 runner = CliRunner()
@@ -148,3 +150,24 @@ def test_without_a_url_the_commands_use_redis_url_then_the_embedded_server(
     result = _ultron("limits")  # the embedded server of ULTRON_HOME, started for the command
     assert result.exit_code == 0, result.output
     assert "team-a" not in result.output
+
+
+def test_the_admin_s_cache_clear_empties_every_tenant_s_cache(own_redis: str) -> None:
+    """The admin's ``ultron cache clear`` reaches the default namespace and every tenant's,
+    also of a tenant removed since (its keys stay), and nothing but score caches."""
+    client = redis.Redis.from_url(own_redis, decode_responses=True)
+    add_tenant(client, "vision")
+    entries = [
+        keys.score_cache("c0de", None, model="m:M", seed=0, tenant=tenant,
+                         namespace=keys.tenant_namespace(tenant))
+        for tenant in ("default", "vision", "gone")
+    ]  # fmt: skip
+    for key in entries:
+        client.hset(key, "f", "{}")
+    job = keys.job("cache-1", namespace=keys.tenant_namespace("vision"))
+    client.hset(job, "status", "completed")
+    result = _ultron("cache", "clear", "--redis-url", own_redis)
+    assert result.exit_code == 0, result.output
+    assert "removed 3 score-cache key(s)" in result.output
+    assert client.exists(*entries) == 0 and client.exists(job) == 1
+    client.close()

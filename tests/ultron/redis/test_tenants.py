@@ -144,6 +144,17 @@ def test_b_reads_no_score_of_a_from_the_cache(two: Two) -> None:
     assert theirs == [None]
 
 
+def test_b_s_cache_clear_empties_b_s_own_cache_and_no_other(two: Two) -> None:
+    mine = _cache(two.b.client, two.b.name)
+    mine.put({"lr": 0.2}, {"score": 0.4, "metrics": {"loss": 0.4}})
+    cleared = _ultron("cache", "clear", "--redis-url", two.b.url)
+    assert cleared.exit_code == 0, cleared.output
+    assert "removed 1 score-cache key(s)" in cleared.output
+    assert mine.get_many([{"lr": 0.2}], job_id="j", trial_ids=["0"]) == [None]
+    theirs = _cache(two.a.client, two.a.name).get_many([{"lr": 0.1}], job_id="j", trial_ids=["0"])
+    assert theirs[0] is not None and theirs[0]["score"] == 0.5  # A's stays
+
+
 def test_the_python_api_finds_a_job_for_its_tenant_and_the_admin_only(two: Two) -> None:
     with pytest.raises(UsageError, match="is not known to this Redis"):
         api.scale(two.job, 2, redis_url=two.b.url)
