@@ -1,9 +1,10 @@
 """Dask workers that hold the partitions of a hopper job (model hopper parallelism).
 
 Worker ``k`` carries the resource ``partition-<k>: 1``; a sub-epoch on partition ``k`` asks for
-it, so it runs only there (:mod:`ultron.master.hopper`). On a running cluster, SLURM or
-Kubernetes the workers get the resource on their command line (:func:`worker_args`); on one
-machine :func:`local_partition_cluster` starts them.
+it, so it runs only there (:mod:`ultron.master.hopper`). On a running cluster (workers started
+by hand, as SLURM jobs or as Kubernetes worker groups, one per partition) the workers get the
+resource on their command line (:func:`worker_args`); on one machine
+:func:`local_partition_cluster` starts them.
 
 Example:
     >>> worker_args(2)

@@ -138,6 +138,18 @@ def check_execution(execution: Execution, fields: Mapping[str, Any]) -> Executio
             "tells the strategy only that",
             f"remove {' and '.join(several)} (one objective), or use execution: trials",
         )
+    cluster = fields.get("cluster")
+    if cluster is not None and cluster.type in ("slurm", "kubernetes"):
+        # Their workers are made alike (one worker_extra_args, one pod spec), and each
+        # partition needs a worker of its own that carries its resource.
+        raise rule_error(
+            f"cluster.type is {cluster.type}, whose workers are all started alike, but "
+            "execution: hopper needs worker k to hold partition k (the Dask resource "
+            "partition-k: 1)",
+            "start one worker per partition on that cluster with "
+            "ultron.cluster.partitions.worker_args(k) and use cluster: {type: address, "
+            "address: ...}, or cluster type local",
+        )
     budget = fields.get("budget")
     if budget is not None and budget.time is not None:
         raise rule_error(

@@ -71,6 +71,8 @@ def test_trials_is_the_default_and_hopper_takes_its_epochs() -> None:
             "execution",
             "data.placement (stream)",
         ),
+        ({**HOPPER, "cluster": {"type": "slurm"}}, "execution", "cluster.type is slurm"),
+        ({**HOPPER, "cluster": {"type": "kubernetes"}}, "execution", "cluster.type is kubernetes"),
         (
             {**HOPPER, "early_stopping": {"type": "hyperband", "max_resource": 3}},
             "execution",
