@@ -266,6 +266,28 @@ def test_tenants_commands_add_list_rotate_remove_and_are_the_admin_s(
     old_client.close()
 
 
+def test_save_keeps_the_tenant_s_url_in_a_0600_file_and_rotate_replaces_it(
+    redis_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ULTRON_HOME", str(tmp_path))
+    name = f"team-s-{os.getpid()}"
+    saved = tmp_path / "tenants" / f"{name}.url"
+    try:
+        added = _ultron("tenants", "add", name, "--save", "--redis-url", redis_url)
+        assert added.exit_code == 0 and str(saved) in added.output, added.output
+        assert saved.stat().st_mode & 0o777 == 0o600 and saved.parent.stat().st_mode & 0o077 == 0
+        assert saved.read_text().strip() == _shown_url(added.output)
+        rotated = _ultron("tenants", "rotate", name, "--save", "--redis-url", redis_url)
+        assert rotated.exit_code == 0, rotated.output
+        url = saved.read_text().strip()
+        assert url == _shown_url(rotated.output) != _shown_url(added.output)
+        with redis.Redis.from_url(url) as client:  # the saved URL is the working one
+            assert caller_tenant(client) == name
+    finally:
+        with redis.Redis.from_url(redis_url) as admin:
+            remove_tenant(admin, name)
+
+
 @pytest.mark.slow
 @pytest.mark.usefixtures("ultron_home")
 def test_a_tenant_runs_a_job_with_its_own_credentials_and_not_as_another(
