@@ -1,5 +1,5 @@
-"""A trial reaches only its own job: it holds no Redis credentials, and its reports still reach
-the job through its worker.
+"""A trial reaches only its own job: it holds no Redis credentials, and its reports and its
+checkpoint still reach the job through its worker.
 
 The model below is a tenant's code that goes looking: it gathers everything it can see of its
 trial (its environment, its argv, the request's fields ``ultron.current_trial()`` holds, what
@@ -26,6 +26,7 @@ import redis
 from ultron.redis import keys
 from ultron.servers.home_redis import RedisServer, start_redis, stop_redis
 from ultron.trial_records import TrialRequest, TrialStatus
+from ultron.worker.checkpoint_store import committed_names, listing, remote_fs
 from ultron.worker.pool import shutdown_processes
 from ultron.worker.runner import run_trial
 
@@ -35,6 +36,7 @@ MODEL = r"""
 import json, os, re
 import redis
 import ultron
+from ultron.checkpoints import mark_complete, new_checkpoint_dir
 from ultron.model import current_trial
 
 
@@ -58,6 +60,9 @@ class Snoop:
             except redis.RedisError as exc:
                 attempts[url] = f"{type(exc).__name__}: {exc}"
         decisions = [str(ultron.report(step, loss=1.0 / (step + 1))) for step in range(3)]
+        folder = new_checkpoint_dir(checkpoint_path, 3)
+        (folder / "weights.txt").write_text("0.25")
+        mark_complete(folder)
         return {"loss": 0.25, "seen": seen, "attempts": attempts, "decisions": decisions}
 """
 
@@ -89,7 +94,7 @@ def _password(url: str) -> str:
     return str(password)
 
 
-def test_a_trial_finds_no_credentials_and_its_reports_reach_the_job(
+def test_a_trial_finds_no_credentials_and_its_reports_and_checkpoint_reach_the_job(
     tmp_path: Path, code_base: Path, locked_redis: RedisServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("REDIS_URL", locked_redis.url)  # the worker's environment holds it
@@ -108,6 +113,7 @@ def test_a_trial_finds_no_credentials_and_its_reports_reach_the_job(
         redis_url=locked_redis.url,
         code_paths=(str(code_base),),
         stream_reports=True,
+        checkpoint_url=str(tmp_path / "store" / trial),
     ).to_dict()
     answer = run_trial(request)
     assert answer["status"] == TrialStatus.COMPLETED, answer.get("error")
@@ -132,6 +138,10 @@ def test_a_trial_finds_no_credentials_and_its_reports_reach_the_job(
         assert client.exists("ultron:stolen") == 0
     finally:
         client.close()
+    # Its checkpoint reached the job's store through the worker's syncer, committed.
+    fs, root = remote_fs(str(tmp_path / "store" / trial), {})
+    assert committed_names(listing(fs, root)) == ["epoch-0003"]
+    assert (tmp_path / "store" / trial / "epoch-0003" / "weights.txt").read_text() == "0.25"
     # The worker is not dumpable: a trial process of the same (non-root) user cannot read its
     # /proc/PID/environ or its memory, where the Redis URL is.
     assert ctypes.CDLL(None).prctl(_PR_GET_DUMPABLE, 0, 0, 0, 0) == 0
