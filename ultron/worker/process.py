@@ -6,7 +6,9 @@ It is started with the trial environment's interpreter (``python -P -m ultron.wo
 ``sys.path``, so the user's modules own their names. It imports the user's model once,
 then serves trial requests over a socket until the socket closes. A user error is caught and
 reported, and the process serves the next trial; a crash kills only this process, which the
-worker replaces (see :mod:`ultron.worker.runner`).
+worker replaces (see :mod:`ultron.worker.runner`). What ``score`` returned becomes the trial's
+score and metrics in :mod:`ultron.worker.return_values`; an allocation that failed is told
+apart and explained in :mod:`ultron.worker.out_of_memory`.
 
 The socket is the trial's only way out to the job: the process holds no Redis credentials (not
 in its environment, its argv or its requests). ``ultron.report`` sends each report on it as
@@ -16,20 +18,15 @@ in its environment, its argv or its requests). ``ultron.report`` sends each repo
 Isolation (:mod:`ultron.worker.isolation`): the process holds itself to the spec's
 ``resources.memory`` (``RLIMIT_DATA``, soft and hard, set before the user's code is imported)
 and, with a fractional ``resources.gpu``, to that share of its GPU's memory
-(:mod:`ultron.worker.gpu_memory`),
-and it is a child subreaper, so a process that a trial starts stays below it even when it calls
-``setsid``: every such process is killed when ``score`` returns and when this process gets
-SIGTERM.
+(:mod:`ultron.worker.gpu_memory`), and it is a child subreaper, so a process that a trial
+starts stays below it even when it calls ``setsid``: every such process is killed when
+``score`` returns and when this process gets SIGTERM.
 """
 
 from __future__ import annotations
 
-import errno
 import importlib
 import io
-import json
-import math
-import numbers
 import os
 import random
 import signal
@@ -37,17 +34,18 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection
 from typing import Any
 
 from ultron.model import TrialContext, set_current_trial
-from ultron.strict_json import finite
 from ultron.usercode import claim_names
 from ultron.worker.cuda_warmup import start_cuda
 from ultron.worker.determinism import apply_determinism
-from ultron.worker.gpu_memory import cap_gpu_memory, is_gpu_out_of_memory
+from ultron.worker.gpu_memory import cap_gpu_memory
 from ultron.worker.isolation import become_subreaper, end_descendants, limit_memory
+from ultron.worker.out_of_memory import is_out_of_memory, memory_error
+from ultron.worker.return_values import add_asked_metrics, objective_and_metrics, recordable
 
 __all__ = ["main"]
 
@@ -56,50 +54,6 @@ def _on_sigterm(signum: int, frame: Any) -> None:
     """The runner stops this process: take every process the trial started along."""
     end_descendants()
     os._exit(128 + signum)
-
-
-def _is_out_of_memory(exc: BaseException) -> bool:
-    """A failed allocation: Python's and numpy's MemoryError, an ENOMEM from the system (a
-    fork, an mmap), torch's CPU allocator (a RuntimeError), or a GPU's
-    (:func:`~ultron.worker.gpu_memory.is_gpu_out_of_memory`)."""
-    if isinstance(exc, MemoryError) or is_gpu_out_of_memory(exc):
-        return True
-    if isinstance(exc, OSError):
-        return exc.errno == errno.ENOMEM
-    text = str(exc) if isinstance(exc, RuntimeError) else ""
-    return "can't allocate memory" in text or "Cannot allocate memory" in text
-
-
-def _memory_error(exc: BaseException, limit: int | None, gpu_fraction: float | None) -> str:
-    detail = f"{type(exc).__name__}: {_short(str(exc)) if str(exc) else 'allocation failed'}"
-    if is_gpu_out_of_memory(exc):
-        return _gpu_memory_error(detail, gpu_fraction)
-    if limit is None:
-        return (
-            f"the trial ran out of memory ({detail}); no resources.memory is set, so the "
-            "machine's memory was the limit. Fix: set resources.memory to what a trial needs "
-            "and run fewer trials at once, or make the model use less (a smaller batch or model)"
-        )
-    return (
-        f"the trial needed more memory than resources.memory allows ({limit} bytes = "
-        f"{limit / 2**20:.0f} MiB) and its allocation was refused ({detail}); a trial process "
-        "may hold at most resources.memory. Fix: raise resources.memory in the job spec, or "
-        "make the model use less (a smaller batch or model)"
-    )
-
-
-def _gpu_memory_error(detail: str, fraction: float | None) -> str:
-    if fraction is None:
-        return (
-            f"the trial ran out of GPU memory ({detail}); it had its GPU(s) to itself. Fix: "
-            "make the model use less (a smaller batch or model), or run on GPUs with more memory"
-        )
-    return (
-        f"the trial needed more GPU memory than its share allows ({detail}); with "
-        f"resources.gpu {fraction:g} a trial may hold {fraction:.0%} of its GPU's memory, so "
-        "that the trials sharing the GPU keep theirs. Fix: raise resources.gpu (a larger share, "
-        "or 1 for a GPU of its own), or make the model use less (a smaller batch or model)"
-    )
 
 
 def _load_model_class(path: str, cache: dict[str, Any]) -> Any:
@@ -124,134 +78,6 @@ def _data_service(request: dict[str, Any]) -> None:
     ultron.data.set_service(
         request["data"], seed=int(request["seed"]), hyperparameters=request["hyperparameters"]
     )
-
-
-def _objective(value: Any, metric: str) -> tuple[float, dict[str, Any]]:
-    """The objective and all metrics from what ``score`` returned; ValueError if unusable.
-
-    The objective must be a real number: an int, a float, a numpy number or a 0-d array;
-    ``None``, text (even ``"0.25"``) and booleans are refused. Beside it, a dict may hold other
-    numbers (kept as floats) and values that JSON records as they are: text, booleans,
-    ``None``, lists and mappings of those.
-    """
-    if not isinstance(value, Mapping):
-        objective = _real(value, "score() returned", metric)
-        return objective, {metric: objective}
-    if metric not in value:
-        raise ValueError(
-            f"score() returned a dict without the objective metric {metric!r} "
-            f"(keys: {sorted(map(str, value))}); return it, or set objective.metric to one of them"
-        )
-    metrics: dict[str, Any] = {}
-    for key, item in value.items():
-        if not isinstance(key, str):
-            raise ValueError(
-                f"score() returned a dict with the key {key!r} ({_kind(key)}); keys must be "
-                f"text. Fix: use str keys, e.g. {str(key)!r}"
-            )
-        where = f"score() returned {key!r}:"
-        metrics[key] = _real(item, where, metric) if key == metric else _extra(item, where)
-    return metrics[metric], metrics
-
-
-def _asked(value: Any, metrics: dict[str, Any], asked: Sequence[str]) -> None:
-    """Several objectives or constraints: ``score`` returned each asked metric as a finite
-    number; a ValueError names the first that is missing or unusable."""
-    for name in asked:
-        if not isinstance(value, Mapping) or name not in value:
-            got = sorted(map(str, value)) if isinstance(value, Mapping) else "a bare number"
-            raise ValueError(
-                f"score() returned no {name!r} (got {got}); the job's objectives and "
-                f"constraints need {', '.join(map(repr, asked))}. Fix: return a dict holding "
-                "each of them, e.g. {" + ", ".join(f"{n!r}: ..." for n in asked) + "}"
-            )
-        metrics[name] = _real(value[name], f"score() returned {name!r}:", name)
-
-
-def _kind(value: Any) -> str:
-    """The type's name as a user reads it: ``str``, ``numpy.bool``, ``torch.Tensor``."""
-    kind = type(value)
-    module = "" if kind.__module__ == "builtins" else f"{kind.__module__}."
-    return f"{module}{kind.__qualname__}"
-
-
-def _scalar(value: Any) -> Any:
-    """A 0-d array's (numpy, torch) Python value; anything else as it is."""
-    if not isinstance(value, numbers.Number) and getattr(value, "ndim", None) == 0:
-        item = getattr(value, "item", None)
-        if callable(item):
-            return item()
-    return value
-
-
-def _real(value: Any, where: str, metric: str) -> float:
-    """``value`` as a finite float, or a ValueError that names it, its type and the fix."""
-    item = _scalar(value)
-    if isinstance(item, numbers.Real) and not isinstance(item, bool):
-        try:
-            number = float(item)
-        except OverflowError:
-            number = math.inf
-        if not math.isfinite(number):
-            raise ValueError(
-                f"{where} {_short(value)}; the objective {metric!r} must be a finite number. Fix: "
-                "return a finite loss or accuracy (a nan often means training diverged: try a "
-                "lower learning rate)"
-            )
-        return number
-    if item is None:
-        rule = "it must be a number, and None usually means score() has no return statement"
-        fix = f"end score() with `return {{{metric!r}: float(...)}}` or `return float(...)`"
-    elif isinstance(item, str | bytes):
-        rule = "it must be a number, not text (even text that reads as a number)"
-        fix = "return float(...) of the metric, not a string"
-    elif isinstance(item, bool) or _kind(item) in ("numpy.bool", "numpy.bool_"):
-        rule = "it must be a number, and a boolean is not a score"
-        fix = "return the loss or the accuracy as a float"
-    else:
-        rule = "it must be a real number (an int, a float or a numpy number)"
-        fix = "return float(...) of the metric, or a dict holding it"
-    raise ValueError(
-        f"{where} {_short(value)} ({_kind(value)}) as the objective {metric!r}; {rule}. Fix: {fix}"
-    )
-
-
-def _extra(value: Any, where: str) -> Any:
-    """A metric beside the objective, as the trial table records it (JSON)."""
-    item = _scalar(value)
-    if isinstance(item, bool) or _kind(item) in ("numpy.bool", "numpy.bool_"):
-        return bool(item)
-    if isinstance(item, numbers.Real):
-        try:
-            return float(item)
-        except OverflowError:
-            return math.copysign(math.inf, item)
-    try:
-        return json.loads(json.dumps(item))  # a fresh copy of what JSON records
-    except (TypeError, ValueError) as exc:
-        raise ValueError(
-            f"{where} {_short(value)} ({_kind(value)}); a metric beside the objective must be "
-            f"a number, text, a boolean, None, or a list or dict of those, and this one cannot "
-            f"be recorded ({exc}). Fix: convert it (float(...), str(...), or .tolist() for an "
-            "array), or leave it out of the dict"
-        ) from None
-
-
-def _recordable(metrics: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """The metrics as strict JSON records them: a non-finite extra (NaN, infinity) becomes
-    ``None``, and a note names its key and value (the objective is finite: :func:`_real`)."""
-    clean, replaced = finite(metrics)
-    notes = [
-        f"metric {path} was {value!r}, not a finite number; recorded as null (JSON has no NaN "
-        "or infinity)"
-        for path, value in replaced
-    ]
-    return clean, notes
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else f"{text[:77]}..."
 
 
 def _no_worker(entry: dict[str, Any]) -> bool:
@@ -299,14 +125,14 @@ def run_one(
         value = model_class().score(
             dict(request["hyperparameters"]), request["checkpoint_path"], bool(request["resume"])
         )
-        out["score"], metrics = _objective(value, request["metric"])
-        _asked(value, metrics, request.get("metrics") or ())
-        out["metrics"], out["notes"] = _recordable(metrics)
+        out["score"], metrics = objective_and_metrics(value, request["metric"])
+        add_asked_metrics(value, metrics, request.get("metrics") or ())
+        out["metrics"], out["notes"] = recordable(metrics)
     except (Exception, SystemExit) as exc:  # whatever the user's code raises is recorded
-        if _is_out_of_memory(exc):
+        if is_out_of_memory(exc):
             # Drop score's locals (the memory it holds) before formatting anything.
             traceback.clear_frames(exc.__traceback__)
-            error = _memory_error(
+            error = memory_error(
                 exc, request.get("memory_limit"), request.get("gpu_memory_fraction")
             )
             out = {"status": "out_of_memory", "error": error}

@@ -20,7 +20,8 @@ from ultron.algorithms.base import Direction
 from ultron.master.results import write_results
 from ultron.trial_records import TrialRequest, TrialResult, TrialStatus
 from ultron.worker.pool import shutdown_processes
-from ultron.worker.process import _objective, run_one
+from ultron.worker.process import run_one
+from ultron.worker.return_values import add_asked_metrics, objective_and_metrics
 from ultron.worker.runner import run_trial
 
 
@@ -35,8 +36,8 @@ from ultron.worker.runner import run_trial
         (Fraction(1, 4), 0.25),
     ],
 )
-def test_real_numbers_are_the_objective(value: Any, expected: float) -> None:
-    objective, metrics = _objective(value, "loss")
+def test_real_numbers_are_theobjective_and_metrics(value: Any, expected: float) -> None:
+    objective, metrics = objective_and_metrics(value, "loss")
     assert objective == expected and type(objective) is float
     assert metrics == {"loss": expected}
 
@@ -57,7 +58,7 @@ def test_real_numbers_are_the_objective(value: Any, expected: float) -> None:
 )
 def test_what_is_not_a_number_is_refused_by_name(value: Any, words: list[str]) -> None:
     with pytest.raises(ValueError) as info:
-        _objective(value, "loss")
+        objective_and_metrics(value, "loss")
     for word in words:
         assert word in str(info.value)
 
@@ -73,7 +74,7 @@ def test_what_is_not_a_number_is_refused_by_name(value: Any, words: list[str]) -
 )
 def test_the_objective_in_a_dict_follows_the_same_rules(value: Any, words: list[str]) -> None:
     with pytest.raises(ValueError) as info:
-        _objective(value, "loss")
+        objective_and_metrics(value, "loss")
     for word in words:
         assert word in str(info.value)
 
@@ -89,7 +90,7 @@ def test_extras_that_json_records_are_kept_as_they_are() -> None:
         "curve": [0.9, 0.7, "n/a"],
         "per_class": {"cat": 0.5},
     }
-    objective, metrics = _objective(returned, "loss")
+    objective, metrics = objective_and_metrics(returned, "loss")
     assert objective == 0.5
     assert metrics == {
         "loss": 0.5,
@@ -116,14 +117,14 @@ def test_extras_that_json_records_are_kept_as_they_are() -> None:
 )
 def test_an_extra_json_cannot_record_is_named_with_its_key(extra: Any, words: list[str]) -> None:
     with pytest.raises(ValueError) as info:
-        _objective({"loss": 0.1, "weights": extra}, "loss")
+        objective_and_metrics({"loss": 0.1, "weights": extra}, "loss")
     for word in words:
         assert word in str(info.value)
 
 
 def test_a_key_that_is_not_text_is_named() -> None:
     with pytest.raises(ValueError, match=r"the key \(1, 2\) \(tuple\); keys must be text"):
-        _objective({"loss": 0.1, (1, 2): 3}, "loss")
+        objective_and_metrics({"loss": 0.1, (1, 2): 3}, "loss")
 
 
 class _Returns:
@@ -257,17 +258,15 @@ def test_a_non_finite_extra_is_recorded_as_null_with_a_note_and_the_files_are_st
 
 
 def test_several_objectives_need_every_asked_metric_as_a_number() -> None:
-    from ultron.worker.process import _asked
-
     value = {"accuracy": 0.9, "latency_ms": np.float32(12.5), "memory_mb": "big"}
     metrics: dict[str, Any] = {}
-    _asked(value, metrics, ("accuracy", "latency_ms"))
+    add_asked_metrics(value, metrics, ("accuracy", "latency_ms"))
     assert metrics == {"accuracy": 0.9, "latency_ms": 12.5}
     with pytest.raises(ValueError) as missing:
-        _asked({"accuracy": 0.9}, {}, ("accuracy", "latency_ms"))
+        add_asked_metrics({"accuracy": 0.9}, {}, ("accuracy", "latency_ms"))
     assert "score() returned no 'latency_ms'" in str(missing.value)
     assert "Fix: return a dict holding each" in str(missing.value)
     with pytest.raises(ValueError, match="bare number"):
-        _asked(0.9, {}, ("accuracy", "latency_ms"))
+        add_asked_metrics(0.9, {}, ("accuracy", "latency_ms"))
     with pytest.raises(ValueError, match="not text"):
-        _asked(value, {}, ("memory_mb",))
+        add_asked_metrics(value, {}, ("memory_mb",))
