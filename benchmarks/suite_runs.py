@@ -27,6 +27,8 @@ _COMMON = (
     "ultron/simulation/costs.py",
     "ultron/master/loops.py",
     "ultron/master/core.py",
+    "ultron/master/suspensions.py",
+    "ultron/master/failure_budget.py",
     "ultron/master/batch_loop.py",
     "ultron/master/async_loop.py",
     "ultron/master/early_stopping.py",

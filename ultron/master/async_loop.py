@@ -119,20 +119,21 @@ def _run_commands(master: MasterCore, free: int, can_start_new: bool) -> list[Tr
 
     The stopper may decide for a trial it suspended from a report before that trial has
     returned (a population-based training round, once every member reported the boundary):
-    such a command is held in ``master._held`` until the trial returns suspended, never dropped.
+    such a command is held (:class:`~ultron.master.suspensions.Suspensions`) until the trial
+    returns suspended, never dropped.
     """
-    driver = master.driver
-    if driver is None or not master._suspended:
+    driver, paused = master.driver, master.suspensions
+    if driver is None or not paused.trials:
         return []
     stopped = []
     # A command the stopper gave for a trial whose suspending report it judged while the trial
     # ran on (it hears the decision with its next report) waits for the trial's return.
-    commands = [master._held.pop(t) for t in list(master._held) if t in master._suspended]
+    commands = [paused.held.pop(t) for t in list(paused.held) if t in paused.trials]
     commands += driver.poll(free_slots=free - len(commands), can_start_new=can_start_new)
     for command in commands if master.watch.end is None else ():  # a goal reached: none resumes
-        last = master._suspended.pop(str(command.trial_id), None)
+        last = paused.trials.pop(str(command.trial_id), None)
         if last is None:
-            master._held[str(command.trial_id)] = command
+            paused.held[str(command.trial_id)] = command
             continue
         if command.decision is Decision.RESUME:
             driver.resume_trial(last.trial_id)
@@ -148,7 +149,7 @@ def _run_commands(master: MasterCore, free: int, can_start_new: bool) -> list[Tr
             stopped.append(replace(last, status=TrialStatus.STOPPED))
     idle = not stopped and not master.dispatcher.in_flight and not master._to_start
     if (idle and not can_start_new) or master.watch.end is not None:  # none resumes: end them
-        for trial_id in list(master._suspended):
+        for trial_id in list(paused.trials):
             driver.complete(trial_id)
-            stopped.append(replace(master._suspended.pop(trial_id), status=TrialStatus.STOPPED))
+            stopped.append(replace(paused.trials.pop(trial_id), status=TrialStatus.STOPPED))
     return stopped

@@ -1,9 +1,11 @@
 """What the master's two loops share (paper V-E): launch, judge, commit and checkpoint trials.
 
 :class:`MasterCore` starts trials (or answers them from the score cache, or lets a repeat wait
-for the trial in flight), applies early stopping to what returns, tells the strategy, and
-writes the trial table and the strategy's state to Redis after every update (the state as a
-snapshot now and then and the strategy's calls in between: :mod:`ultron.master.strategy_log`).
+for the trial in flight), applies early stopping to what returns (the trials it pauses are kept
+in :mod:`ultron.master.suspensions`), tells the strategy, and writes the trial table and the
+strategy's state to Redis after every update (the state as a snapshot now and then and the
+strategy's calls in between: :mod:`ultron.master.strategy_log`). Too many failed trials fail
+the job (:mod:`ultron.master.failure_budget`).
 The loops that drive it are modules of their own (:mod:`ultron.master.batch_loop`,
 :mod:`ultron.master.async_loop`); :class:`ultron.master.loops.Master` runs either.
 
@@ -24,26 +26,20 @@ from typing import Any
 
 from ultron.algorithms.base import HPOAlgorithm
 from ultron.algorithms.space import Config, canonical
-from ultron.algorithms.stoppers.base import Command, Decision
 from ultron.errors import JobFailedError
 from ultron.master.early_stopping import StopperDriver
+from ultron.master.failure_budget import FailureBudget
 from ultron.master.goals import EndKind, GoalWatch, JobEnd, JobGoals
 from ultron.master.interfaces import Cache, Dispatcher, Elastic, OnResult, Store
 from ultron.master.job_state import JobState
 from ultron.master.strategy_log import StrategyLog
+from ultron.master.suspensions import Suspensions
 from ultron.master.warm_start import WarmStartPrior
 from ultron.trial_records import TrialRequest, TrialResult, TrialStatus
 
 __all__ = ["MasterCore", "SearchSettings"]
 
 logger = logging.getLogger(__name__)
-
-_FAILURES = (
-    TrialStatus.FAILED,
-    TrialStatus.CRASHED,
-    TrialStatus.TIMEOUT,
-    TrialStatus.OUT_OF_MEMORY,
-)
 
 
 def _cached(
@@ -117,30 +113,20 @@ class MasterCore:
     prior: WarmStartPrior | None = None
     _waiting: dict[str, list[tuple[str, Config]]] = field(default_factory=dict)
     _to_start: list[TrialRequest] = field(default_factory=list)
-    _suspended: dict[str, TrialResult] = field(default_factory=dict)
-    # The stopper's resumes of trials suspended by a report that had not returned yet.
-    _held: dict[str, Command] = field(default_factory=dict)
+    # The trials that returned suspended, and the stopper's resumes of trials suspended by a
+    # report that had not returned yet; a previous master's come with the stopper's state.
+    suspensions: Suspensions = field(init=False)
     _calls: StrategyLog | None = None
-    _failed: list[TrialResult] | None = None  # the failures in the table, counted as they come
+    _failures: FailureBudget = field(default_factory=FailureBudget)
     _watch: GoalWatch | None = None
     # Told to the strategy, not yet written (see _write_back): rows, and the cache's entries.
     _unsaved: list[TrialResult] = field(default_factory=list)
     _puts: dict[str, tuple[Config, dict[str, Any]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        # What a previous master of the job kept beside the stopper, saved with its state: the
-        # trials that returned suspended (the stopper resumes or ends them: they have no row
-        # yet, and no longer run), and the resumes held for trials that had not returned yet
-        # (those run again from their checkpoints and get them when they return suspended).
-        saved = self.state.stopper or {}
-        self._suspended = {
-            trial_id: TrialResult.from_dict(row)
-            for trial_id, row in saved.get("suspended", {}).items()
-        }
-        self._held = {
-            trial_id: Command.from_dict(command)
-            for trial_id, command in saved.get("held", {}).items()
-        }
+        # A previous master's paused trials: interrupted trials with a held resume run again
+        # from their checkpoints and get it when they return suspended.
+        self.suspensions = Suspensions.from_saved(self.state.stopper)
 
     @property
     def calls(self) -> StrategyLog:
@@ -208,30 +194,6 @@ class MasterCore:
         self.dispatcher.start(*self._to_start)
         self._to_start.clear()
 
-    def _judge(self, result: TrialResult) -> TrialResult | None:
-        """Apply early stopping to a returned trial: stopped, suspended (None) or as it is.
-
-        A trial that took other trials' checkpoints (population-based training) carries its
-        lineage in its row."""
-        if self.driver is None:
-            return result
-        lineage = self.driver.lineage(result.trial_id)
-        if lineage:
-            result = replace(result, lineage=lineage)
-        if not result.status.ok:
-            self._held.pop(result.trial_id, None)
-            self.driver.complete(result.trial_id)
-            return result
-        decision = self.driver.outcome(result.trial_id)
-        if decision is Decision.SUSPEND:
-            self._suspended[result.trial_id] = result
-            return None
-        self._held.pop(result.trial_id, None)
-        self.driver.complete(result.trial_id)
-        if decision is Decision.STOP:
-            return replace(result, status=TrialStatus.STOPPED)
-        return result
-
     def _scale(self) -> None:
         """Take the parallelism the scaler allows now, from this dispatch on."""
         if self.scaler is None:
@@ -264,7 +226,7 @@ class MasterCore:
             return []
         returned, curve = waited
         self.state.curves.setdefault(returned.trial_id, []).extend(curve)
-        result = self._judge(returned)
+        result = returned if self.driver is None else self.suspensions.judge(self.driver, returned)
         if result is None:
             return []
         if result.trial_id in watch.stopping and result.status is TrialStatus.COMPLETED:
@@ -363,29 +325,18 @@ class MasterCore:
         if snapshot is not None:
             self.state.algorithm = snapshot
         if self.driver is not None:
-            self.state.stopper = {
-                **self.driver.state_dict(),
-                "suspended": {trial_id: r.to_dict() for trial_id, r in self._suspended.items()},
-                "held": {trial_id: command.to_dict() for trial_id, command in self._held.items()},
-            }
+            self.state.stopper = {**self.driver.state_dict(), **self.suspensions.state_dict()}
         self.store.save(self.state, new, logged=logged)
 
     def _check_failures(self, new: Sequence[TrialResult]) -> None:
         """Fail the job as soon as more than ``max_failed_share`` of its budget has failed."""
-        if self._failed is None:  # once: the table as loaded; then only the new rows
-            self._failed = [t for t in self.state.trials if t.status in _FAILURES]
-        else:
-            self._failed.extend(t for t in new if t.status in _FAILURES)
-        failed = self._failed
-        budget, share = self.settings.num_iterations, self.settings.max_failed_share
-        if len(failed) > share * budget:
-            kinds = sorted({str(t.status) for t in failed})
-            raise JobFailedError(
-                f"{len(failed)} of {budget} trials failed ({', '.join(kinds)}; "
-                f"first: trial {failed[0].trial_id}: {failed[0].error}), more than "
-                f"max_failed_share={share}. Fix: see the tracebacks in the "
-                "trial table and the trial logs; raise max_failed_share to tolerate more"
-            )
+        settings = self.settings
+        self._failures.check(
+            self.state.trials,
+            new,
+            trials=settings.num_iterations,
+            max_failed_share=settings.max_failed_share,
+        )
 
     @contextlib.contextmanager
     def _flushed_at_end(self) -> Iterator[None]:

@@ -75,7 +75,8 @@ def _returns(master: Master, dispatcher: _Lagging, trial_id: str) -> None:
     """The trial returns, and is judged suspended."""
     dispatcher.running.discard(trial_id)
     row = TrialResult(trial_id, CONFIGS[trial_id], TrialStatus.COMPLETED, score=1.0)
-    assert master._judge(row) is None
+    assert master.driver is not None
+    assert master.suspensions.judge(master.driver, row) is None
 
 
 def test_a_trial_suspended_before_it_returned_still_gets_its_exploit() -> None:
@@ -92,7 +93,7 @@ def test_a_trial_suspended_before_it_returned_still_gets_its_exploit() -> None:
     assert _run_commands(master, 2, can_start_new=False) == []
     started = {(r.trial_id, r.exploit_from) for r in master._to_start}
     assert started == {("0000", "0001"), ("0001", None)}
-    assert not master._suspended
+    assert not master.suspensions.trials
 
 
 def _round_decided_while_0000_runs(redis_url: str) -> tuple[JobStore, Master]:
@@ -112,7 +113,7 @@ def test_a_restarted_master_honours_the_resume_its_predecessor_held(redis_url: s
     # its checkpoint (an interrupted trial) and returns suspended: it gets the held exploit.
     store, master = _round_decided_while_0000_runs(redis_url)
     assert _run_commands(master, 1, can_start_new=False) == []
-    assert set(master._held) == {"0000"}
+    assert set(master.suspensions.held) == {"0000"}
     master._checkpoint()
 
     restarted, dispatcher = _pbt_master(store, store.load())
@@ -124,7 +125,7 @@ def test_a_restarted_master_honours_the_resume_its_predecessor_held(redis_url: s
         ("0000", "0001", True)
     ]
     # 0001 returned suspended before the restart: kept, its resume waits for a free slot.
-    assert set(restarted._suspended) == {"0001"} and not restarted._held
+    assert set(restarted.suspensions.trials) == {"0001"} and not restarted.suspensions.held
 
 
 def test_a_restarted_master_keeps_the_trials_that_returned_suspended(redis_url: str) -> None:
@@ -135,11 +136,11 @@ def test_a_restarted_master_keeps_the_trials_that_returned_suspended(redis_url: 
     master._checkpoint()
 
     restarted, dispatcher = _pbt_master(store, store.load())
-    assert restarted._suspended == master._suspended
+    assert restarted.suspensions.trials == master.suspensions.trials
     assert restarted.driver is not None
     restarted.driver.start_trial("0000", CONFIGS["0000"])  # relaunched, from its checkpoint
     _returns(restarted, dispatcher, "0000")
     assert _run_commands(restarted, 2, can_start_new=False) == []
     started = {(r.trial_id, r.exploit_from, r.attempt) for r in restarted._to_start}
     assert started == {("0000", "0001", 2), ("0001", None, 2)}
-    assert not restarted._suspended and not restarted._held
+    assert not restarted.suspensions.trials and not restarted.suspensions.held
