@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.cells import cell_len
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -195,13 +196,12 @@ def set_limit(
 def jobs(tenant: TenantOption = None, redis_url: RedisUrl = None) -> None:
     """Every job the Redis knows, newest first (by when it started, or began to hold or wait
     for units): its state (queued, preparing, running, lost, completed, failed, cancelled;
-    holding units, or its place in the queue), tenant, trials by status, units, best score,
-    since when. A tenant's Redis credentials see that tenant's jobs only."""
-    from ultron.master.job_state import counts_text
+    holding units, or its place in the queue), why it ended, tenant, trials by status, the
+    parallelism asked for it, units, best score, since when. A tenant's Redis credentials see
+    that tenant's jobs only."""
     from ultron.master.overview import overview, visible_jobs
     from ultron.redis.tenants import caller_tenant
 
-    rows: dict[str, tuple[float, list[str]]] = {}
     with _limiter(redis_url) as limiter:
         client = limiter.client
         holders, waiters = limiter.holders(), limiter.waiters()
@@ -210,41 +210,107 @@ def jobs(tenant: TenantOption = None, redis_url: RedisUrl = None) -> None:
     if mine is not None:  # a tenant sees its own jobs only, in the limiter's records too
         holders = {job_id: lease for job_id, lease in holders.items() if lease.tenant == mine}
         waiters = [waiting for waiting in waiters if waiting.tenant == mine]
-    for job in known:
-        best = f"{job.metric} {job.best_score:.6g}" if job.best_score is not None else "-"
-        held = holders.get(job.job_id)
-        state = job_state(job)
-        state = f"{state} (holding)" if held and job.status == "running" else state
-        units = _units(held.units) if held else "-"
-        cells = [job.job_id, job.tenant, state, counts_text(job.trials) or "-", units, best]
-        rows[job.job_id] = (job.started, cells)  # a job that never saved a trial is new too
+    rows = {job.job_id: (job.started, _job_cells(job, holders.get(job.job_id))) for job in known}
     for job_id, lease in holders.items():
-        held_units = _units(lease.units)
-        if job_id not in rows:
-            cells = [job_id, lease.tenant, "holding", "-", held_units, "-"]
-            rows[job_id] = (lease.since, cells)
-        else:
-            rows[job_id][1][-2] = held_units
+        if job_id not in rows:  # units held by a job with no record (yet)
+            cells = {"job": job_id, "tenant": lease.tenant, "state": "holding"}
+            rows[job_id] = (lease.since, {**cells, "units": _units(lease.units)})
     places: dict[str, int] = {}
     for waiting in waiters:
         places[waiting.tenant] = places.get(waiting.tenant, 0) + 1
-        state = f"queued (#{places[waiting.tenant]} of its tenant)"
-        units = _units(waiting.units)
-        trials = rows[waiting.job_id][1][3] if waiting.job_id in rows else "-"
-        cells = [waiting.job_id, waiting.tenant, state, trials, units, "-"]
+        cells = {
+            **rows.get(waiting.job_id, (0.0, {}))[1],
+            "job": waiting.job_id,
+            "tenant": waiting.tenant,
+            "state": f"queued (#{places[waiting.tenant]} of its tenant)",
+            "units": _units(waiting.units),
+            "best": "-",
+        }
         rows[waiting.job_id] = (waiting.since, cells)
     shown = [
         (since, cells)
         for since, cells in sorted(rows.values(), key=lambda r: -r[0])
-        if tenant in (None, cells[1])
+        if tenant in (None, cells["tenant"])
     ]
     if not shown:
         whose = "" if tenant is None else f" of tenant {tenant!r}"
         _out().print(f"no job{escape(whose)} is known to this Redis", highlight=False)
         return
-    table = Table(title="Jobs" if tenant is None else f"Jobs of tenant {escape(tenant)}")
-    for column in ("job", "tenant", "state", "trials", "units", "best", "since"):
-        table.add_column(column, overflow="fold")
-    for since, cells in shown:
-        table.add_row(*map(escape, cells), _when(since) if since else "-")
-    _out().print(table)
+    out = _out()
+    out.print(_jobs_table(out, shown, "Jobs" if tenant is None else f"Jobs of tenant {tenant}"))
+
+
+# The columns of `ultron jobs`, in order; a cell a row lacks shows "-".
+_JOB_COLUMNS = ("job", "tenant", "state", "ended", "trials", "parallelism", "units", "best")
+# A failed job's reason holds its first error whole: the table shows its start,
+# `ultron status JOB` all of it.
+_REASON_CHARS = 60
+
+
+def _job_cells(job: Any, held: Any | None) -> dict[str, str]:
+    """One job's cells, from its record (:class:`~ultron.master.overview.JobOverview`) and the
+    lease it holds, if any."""
+    from ultron.master.job_state import counts_text
+
+    state = job_state(job)
+    reason = job.end_reason or "-"
+    if len(reason) > _REASON_CHARS:  # cut at a space: no word shows half of itself
+        reason = f"{reason[: _REASON_CHARS - 1].rsplit(' ', 1)[0]} …"
+    return {
+        "job": job.job_id,
+        "tenant": job.tenant,
+        "state": f"{state} (holding)" if held and job.status == "running" else state,
+        "ended": reason,
+        "trials": counts_text(job.trials) or "-",
+        "parallelism": "-" if job.parallelism is None else str(job.parallelism),
+        "units": _units(held.units) if held else "-",
+        "best": f"{job.metric} {job.best_score:.6g}" if job.best_score is not None else "-",
+    }
+
+
+def _jobs_table(console: Console, shown: list[tuple[float, dict[str, str]]], title: str) -> Table:
+    """The rows as a table of a column per field where it fits the terminal with every word
+    whole (long cells wrap at their spaces), else (a narrow terminal) as a field and its value
+    per line, a section per job. A job id is never broken: the other commands take it."""
+    columns = (*_JOB_COLUMNS, "since")
+    rows = [
+        [*(cells.get(column, "-") for column in _JOB_COLUMNS), _when(since) if since else "-"]
+        for since, cells in shown
+    ]
+    texts = [[header, *(row[n] for row in rows)] for n, header in enumerate(columns)]
+    natural = [max(map(cell_len, text)) for text in texts]
+    words = [max(cell_len(word) for cell in text for word in cell.split()) for text in texts]
+    widths = _fit(
+        natural,
+        [natural[0], *words[1:]],  # a job id whole, the rest their longest word
+        console.width - (3 * len(columns) + 1),  # a border and a space each side per column
+    )
+    table = Table(title=escape(title), show_header=widths is not None)
+    if widths is not None:
+        for column, width in zip(columns, widths, strict=True):
+            table.add_column(column, width=width, overflow="fold")
+        for row in rows:
+            table.add_row(*map(escape, row))
+    else:
+        table.add_column("field", no_wrap=True)
+        table.add_column("value", overflow="fold")
+        for row in rows:
+            for n, (column, value) in enumerate(zip(columns, row, strict=True)):
+                table.add_row(column, escape(value), end_section=n == len(columns) - 1)
+    if any(row[_JOB_COLUMNS.index("ended")].endswith(" …") for row in rows):
+        table.caption = "…: cut short; `ultron status JOB` shows why the job ended in full"
+    return table
+
+
+def _fit(widths: list[int], floors: list[int], room: int) -> list[int] | None:
+    """Column widths that fit in ``room`` cells: the widest narrowed first, none below its
+    floor; ``None`` when the floors do not fit."""
+    if sum(floors) > room:
+        return None
+    widths = list(widths)
+    for _ in range(sum(widths) - room):
+        widest = max(
+            (n for n, width in enumerate(widths) if width > floors[n]), key=widths.__getitem__
+        )
+        widths[widest] -= 1
+    return widths

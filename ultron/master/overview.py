@@ -36,13 +36,15 @@ from typing import Any
 
 from ultron.algorithms.base import Direction
 from ultron.master.heartbeat import effective_status
-from ultron.master.job_state import JobStore
+from ultron.master.job_state import JobStatus, JobStore
 from ultron.master.results import best_trial
 from ultron.redis import keys
 from ultron.redis.tenants import caller_tenant, is_no_permission
 from ultron.trial_records import TrialResult
 
 __all__ = ["JobOverview", "RunningTrial", "find_job", "known_jobs", "overview", "visible_jobs"]
+
+_ENDED = frozenset(str(s) for s in (JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.CANCELLED))
 
 
 @dataclass(frozen=True)
@@ -60,7 +62,8 @@ class JobOverview:
 
     ``status`` is a :class:`~ultron.master.job_state.JobStatus` value, ``lost`` derived;
     ``heartbeat`` is when its master last beat (``None``: never), so a lost job is lost since
-    then; ``trials`` counts its trial table's rows by trial status.
+    then; ``trials`` counts its trial table's rows by trial status; ``parallelism`` is the one
+    asked for last (its last run's or ``ultron scale``'s; ``None``: unknown).
     """
 
     job_id: str
@@ -75,9 +78,10 @@ class JobOverview:
     updated: float
     started: float  # when its first run started (older records: when it last changed)
     running: list[RunningTrial] = field(default_factory=list)
-    end_reason: str | None = None  # why it ended (budget, time budget, target, ...)
+    end_reason: str | None = None  # why it ended (budget, time budget, target, ...); None: active
     heartbeat: float | None = None
     trials: dict[str, int] = field(default_factory=dict)
+    parallelism: int | None = None
 
 
 def known_jobs(client: Any, *, namespace: str = keys.NAMESPACE) -> list[str]:
@@ -140,6 +144,14 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value or "")
 
 
+def _parallelism(data: dict[str, str], spec: dict[str, Any]) -> int | None:
+    """The parallelism last asked for the job: its hash's ``parallelism``, as its last run or
+    ``ultron scale`` wrote it (:mod:`ultron.master.scaling`); for a record from before runs
+    wrote it, its stored spec's."""
+    asked = data.get("parallelism") or spec.get("parallelism")
+    return int(asked) if asked else None
+
+
 def overview(client: Any, job_id: str, *, namespace: str = keys.NAMESPACE) -> JobOverview:
     """The job's state, trials done, best so far and running trials with their latest report."""
     store = JobStore(client, job_id, namespace=namespace)
@@ -177,7 +189,9 @@ def overview(client: Any, job_id: str, *, namespace: str = keys.NAMESPACE) -> Jo
         updated=float(data.get("updated") or 0.0),
         started=float(data.get("started") or data.get("updated") or 0.0),
         running=running if status == "running" else [],
-        end_reason=data.get("end_reason") or None,
+        # A job run again keeps its last run's reason until it ends anew: not shown meanwhile.
+        end_reason=(data.get("end_reason") or None) if status in _ENDED else None,
         heartbeat=float(data["heartbeat"]) if data.get("heartbeat") else None,
         trials=dict(Counter(str(t.status) for t in trials)),
+        parallelism=_parallelism(data, spec),
     )

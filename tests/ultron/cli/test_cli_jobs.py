@@ -79,6 +79,81 @@ def test_jobs_lists_every_known_job_newest_first_with_state_and_best(
             redis_client.delete(keys.job(job_id), keys.job_trials(job_id))
 
 
+def _listed(output: str) -> list[dict[str, str]]:
+    """The jobs ``ultron jobs`` printed, as {column: text} (a cell's wrapped lines joined by a
+    space), read from either layout: a column per field, or a field and its value per line."""
+    lines = [line for line in output.splitlines() if line.startswith(("┃", "│"))]
+    headers = [h.strip() for h in lines[0].split("┃")[1:-1]] if lines[0][0] == "┃" else None
+    listed: list[dict[str, str]] = []
+    last = ""
+    for line in lines:
+        cells = [cell.strip() for cell in line.split("│")[1:-1]]
+        if not cells:
+            continue  # the header
+        if headers is None:  # field | value
+            field, value = cells
+            last = field or last
+            if field == "job":
+                listed.append({})
+            fields = {last: value}
+        else:
+            if cells[0]:
+                listed.append({})
+            fields = dict(zip(headers, cells, strict=True))
+        row = listed[-1]
+        for name, text in fields.items():
+            row[name] = f"{row[name]} {text}".strip() if name in row else text
+    return listed
+
+
+@pytest.mark.parametrize("columns", ["200", "80"])
+def test_jobs_shows_the_parallelism_asked_and_why_each_job_ended(
+    redis_client: redis.Redis, redis_url: str, columns: str
+) -> None:
+    tenant = f"t-ended-{os.getpid()}"
+    failure = (
+        "failed: 11 of 20 trials failed (failed, out_of_memory; first: trial 0003: ValueError: "
+        "lr 3.2 diverged), more than max_failed_share=0.5. Fix: see the tracebacks"
+    )
+    records = {  # status, its reason, the spec's parallelism, the last one asked (ultron scale)
+        "scaled": ("completed", "budget: 20 trials", 2, "6"),
+        "target": ("completed", "target reached by trial 0007", 3, "3"),
+        "failed": ("failed", failure, 3, None),  # a record from before runs wrote it
+        # Running again after it was cancelled: the old reason stays until it ends anew.
+        "again": ("running", "cancelled", 4, "4"),
+    }
+    made = []
+    for n, (name, (status, reason, parallelism, asked)) in enumerate(records.items()):
+        job_id = f"{name}-{os.getpid()}-{'x' * 12}"
+        made.append(job_id)
+        spec = {"objective": {"metric": "loss"}, "tenant": tenant, "parallelism": parallelism}
+        fields = {"status": status, "end_reason": reason, "spec": json.dumps(spec)}
+        fields |= {"started": str(1000.0 + n)} | ({"parallelism": asked} if asked else {})
+        redis_client.hset(keys.job(job_id), mapping=fields)
+    redis_client.set(keys.job_master(made[-1]), "host/1/abc", px=60_000)  # its master beats
+    try:
+        result = runner.invoke(
+            app, ["jobs", "--redis-url", redis_url, "--tenant", tenant], env={"COLUMNS": columns}
+        )
+        assert result.exit_code == 0, result.output
+        assert max(map(len, result.output.splitlines())) <= int(columns)
+        # 80 columns hold no row of nine fields with every word whole: a field per line.
+        assert ("┃ job" in result.output) == (columns == "200")
+        listed = {row["job"]: row for row in _listed(result.output)}
+        assert list(listed) == made[::-1]  # every id whole, newest first
+        shown = [(row["state"], row["parallelism"], row["ended"]) for row in listed.values()]
+        assert shown == [
+            ("running", "4", "-"),
+            ("failed", "3", failure[: failure.rindex(" ", 0, 59)] + " …"),
+            ("completed", "3", "target reached by trial 0007"),
+            ("completed", "6", "budget: 20 trials"),
+        ]
+        assert "`ultron status JOB` shows why the job ended in full" in result.output
+    finally:
+        for job_id in made:
+            redis_client.delete(keys.job(job_id), keys.job_master(job_id))
+
+
 def test_status_and_cancel_of_an_unknown_job_say_so(redis_url: str) -> None:
     for command in ("status", "cancel"):
         result = _ultron(command, "no-such-job-7", "--redis-url", redis_url)
