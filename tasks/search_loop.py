@@ -86,14 +86,15 @@ def _hopper_search(
     assert spec.data is not None  # the spec's validation: hopper needs data
     progress = JobMonitor(spec, job_id, state)
     try:
+        cluster = resources.cluster.handle()  # the running cluster (started now if not yet)
         run_hopper_search(
-            spec, job_id, client=resources.cluster.client, store=store, state=state,
+            spec, job_id, client=cluster.client, store=store, state=state,
             strategy=strategy, stopper=stopper,
             cache=_score_cache(
                 spec, env, client, store.namespace, data_fingerprint(spec.data.url)
             ),
             code_paths=worker_paths(env)[1], check=lambda: _check_lease(resources, job_id),
-            on_result=progress.update,
+            on_result=progress.update, own_workers=cluster.cluster is not None,
         )  # fmt: skip
     finally:
         progress.close()

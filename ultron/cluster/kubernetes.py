@@ -8,11 +8,17 @@ neither starved nor evicted first). A trial of a fraction of a GPU (``gpu: 0.25`
 whole-GPU pod with the trials that fit on it (four, here): Kubernetes hands out whole GPUs. The
 cluster adapts between ``cluster.min_workers`` and the pods that ``parallelism`` trials fill.
 
+A hopper job (``execution: hopper``) does not adapt: its cluster has one worker group of one pod
+per partition (:func:`partition_worker_groups`), whose worker holds ``partition-<k>: 1``. The
+operator runs each worker pod as a Deployment of one replica, so a lost pod is replaced by one
+with the same arguments, which fetches the partition again.
+
 dask-kubernetes is optional (the ``kubernetes`` extra): it is imported on first use.
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import math
 import re
@@ -20,13 +26,21 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+from ultron.cluster.partitions import worker_args as partition_args
 from ultron.deploy.security import restrict
 from ultron.errors import ConfigIssue, SpecError, UltronError
 from ultron.spec.cluster import KubernetesCluster
 from ultron.spec.job import JobSpec
 from ultron.spec.sections import Resources
 
-__all__ = ["WorkerShape", "cluster_name", "kube_cluster", "kube_cluster_spec", "worker_shape"]
+__all__ = [
+    "WorkerShape",
+    "cluster_name",
+    "kube_cluster",
+    "kube_cluster_spec",
+    "partition_worker_groups",
+    "worker_shape",
+]
 
 EXTRA = "pip install 'ultron-automl[kubernetes]'"
 # A worker pod's Dask dashboard; the operator's scheduler service expects these ports.
@@ -69,6 +83,13 @@ def worker_shape(resources: Resources) -> WorkerShape:
         return WorkerShape(1, math.ceil(gpu), float(math.ceil(gpu)))
     # 1e-9: 1 / (1/3) is 2.9999999999999996 in floats, and three thirds do fit.
     return WorkerShape(max(1, math.floor(1 / gpu + 1e-9)), 1, 1.0)
+
+
+def _pod_shape(spec: JobSpec) -> WorkerShape:
+    """The worker pod of ``spec``'s job: :func:`worker_shape`, but a hopper job's worker runs one
+    sub-epoch at a time (its partition's), so its pod holds one, with whole GPUs."""
+    shape = worker_shape(spec.resources)
+    return WorkerShape(1, shape.gpus, float(shape.gpus)) if spec.execution.hopper else shape
 
 
 def _quantity_times(quantity: str, times: int) -> str:
@@ -138,7 +159,8 @@ def _operator() -> ModuleType:
 def kube_cluster_spec(spec: JobSpec, name: str) -> dict[str, Any]:
     """The ``DaskCluster`` resource of a job's cluster (dask-kubernetes' ``make_cluster_spec``,
     completed): the image, the pods' resources, environment, service account and node
-    selector, ``min_workers`` workers to start with, and the pods held to least privilege
+    selector, ``min_workers`` workers to start with (none for a hopper job: its workers are
+    :func:`partition_worker_groups`), and the pods held to least privilege
     (:func:`ultron.deploy.security.restrict`).
 
     Raises:
@@ -146,14 +168,14 @@ def kube_cluster_spec(spec: JobSpec, name: str) -> dict[str, Any]:
         UltronError: dask-kubernetes is not installed.
     """
     cluster = _kubernetes(spec)
-    shape = worker_shape(spec.resources)
+    shape = _pod_shape(spec)
     command = [*_WORKER_COMMAND, "--nthreads", str(shape.trials)]
-    if shape.gpus:
+    if shape.gpus and not spec.execution.hopper:  # a hopper worker's are its group's
         command += ["--resources", f"GPU={shape.gpu_resource:g}"]
     body: dict[str, Any] = _operator().make_cluster_spec(
         name=name,
         image=cluster.image,
-        n_workers=adapt_bounds(spec, cluster)[0],
+        n_workers=0 if spec.execution.hopper else adapt_bounds(spec, cluster)[0],
         resources=pod_resources(spec.resources, shape),
         env=dict(cluster.env),
         worker_command=command,
@@ -181,6 +203,35 @@ def kube_cluster_spec(spec: JobSpec, name: str) -> dict[str, Any]:
     body["spec"]["worker"]["spec"] = restrict(worker)
     body["spec"]["scheduler"]["spec"] = restrict(scheduler)
     return body
+
+
+def partition_worker_groups(spec: JobSpec, body: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """A hopper job's worker groups, by name (``partition-<k>``): each one pod of the cluster's
+    worker pod (``body``, from :func:`kube_cluster_spec`) whose worker holds ``partition-<k>``
+    (and its GPUs), for ``KubeCluster.add_worker_group(name, custom_spec=...)``.
+
+    Example:
+        >>> spec = JobSpec.model_validate({
+        ...     "name": "x", "code": ".", "model": "m:M", "search_space": {"a": [1]},
+        ...     "parallelism": 2, "data": {"url": "s3://b/d/", "format": "numpy"},
+        ...     "execution": {"mode": "hopper", "epochs": 1},
+        ...     "cluster": {"type": "kubernetes", "image": "img"}})
+        >>> groups = partition_worker_groups(spec, kube_cluster_spec(spec, "ultron-x"))
+        >>> sorted(groups), groups["partition-1"]["replicas"]
+        (['partition-0', 'partition-1'], 1)
+        >>> groups["partition-1"]["spec"]["containers"][0]["args"][-2:]
+        ['--resources', 'partition-1=1']
+    """
+    shape = _pod_shape(spec)
+    others = {"GPU": shape.gpu_resource} if shape.gpus else {}
+    groups = {}
+    for k in range(spec.parallelism):
+        group = copy.deepcopy(body["spec"]["worker"])
+        group["replicas"] = 1
+        (container,) = group["spec"]["containers"]
+        container["args"] = [*container["args"], *partition_args(k, others)]
+        groups[f"partition-{k}"] = group
+    return groups
 
 
 def _check_api_server(namespace: str) -> None:
@@ -228,9 +279,25 @@ def kube_cluster(spec: JobSpec, job_id: str) -> Any:
             "and services (infra/)"
         ) from exc
     try:
-        minimum, maximum = adapt_bounds(spec, cluster)
-        kube.adapt(minimum=minimum, maximum=maximum)
+        if spec.execution.hopper:
+            _add_partition_groups(kube, partition_worker_groups(spec, body))
+        else:
+            minimum, maximum = adapt_bounds(spec, cluster)
+            kube.adapt(minimum=minimum, maximum=maximum)
     except BaseException:
         kube.close()
         raise
     return kube
+
+
+def _add_partition_groups(kube: Any, groups: dict[str, dict[str, Any]]) -> None:
+    """Add a hopper job's worker groups; those a resumed job's cluster has already stay."""
+    import kr8s
+
+    for name, group in groups.items():
+        try:
+            kube.add_worker_group(name, custom_spec=group)
+        except kr8s.ServerError as exc:
+            response = getattr(exc, "response", None)
+            if getattr(response, "status_code", None) != 409:  # 409: it exists (a resume)
+                raise

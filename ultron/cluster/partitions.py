@@ -3,16 +3,21 @@
 Worker ``k`` carries the resource ``partition-<k>: 1``; a sub-epoch on partition ``k`` asks for
 it, so it runs only there (:mod:`ultron.master.hopper`). On a running cluster (workers started
 by hand, as SLURM jobs or as Kubernetes worker groups, one per partition) the workers get the
-resource on their command line (:func:`worker_args`); on one machine
-:func:`local_partition_cluster` starts them.
+resource on their command line (:func:`worker_args`): the job's own ``slurm`` cluster submits
+one worker job per partition with them (:mod:`ultron.cluster.slurm`), its ``kubernetes``
+cluster makes one worker group per partition (:mod:`ultron.cluster.kubernetes`), and on one
+machine :func:`local_partition_cluster` starts them.
 
 Example:
     >>> worker_args(2)
     ['--resources', 'partition-2=1']
+    >>> worker_args(0, {"GPU": 2})
+    ['--resources', 'GPU=2,partition-0=1']
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from ultron.datamanager.partitions import resource_name
@@ -20,9 +25,12 @@ from ultron.datamanager.partitions import resource_name
 __all__ = ["local_partition_cluster", "worker_args"]
 
 
-def worker_args(partition: int) -> list[str]:
-    """The ``dask worker`` arguments that make a worker the holder of ``partition``."""
-    return ["--resources", f"{resource_name(partition)}=1"]
+def worker_args(partition: int, others: Mapping[str, float] | None = None) -> list[str]:
+    """The ``dask worker`` arguments that make a worker the holder of ``partition``, with the
+    worker's ``others`` resources (its GPUs) beside it: one ``--resources`` value, comma
+    separated, since a batch script's command line splits on spaces."""
+    pairs = {**(others or {}), resource_name(partition): 1}
+    return ["--resources", ",".join(f"{name}={amount:g}" for name, amount in pairs.items())]
 
 
 def local_partition_cluster(

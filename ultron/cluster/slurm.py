@@ -11,6 +11,11 @@ A worker job that ends early (``scancel``, its walltime, a node failure) fails t
 was running, which the dispatcher retries from its checkpoint on another worker; a new job
 replaces the lost one. Closing the cluster cancels every job it submitted, and then any job
 that still carries its name.
+
+A hopper job (``execution: hopper``) gets one worker job per partition instead of alike ones:
+job ``k`` starts its worker with the resource ``partition-<k>: 1`` (dask-jobqueue's spec of
+each worker, :func:`partition_worker_specs`), and a lost job is replaced by one with the same
+worker name and resource, which fetches the partition again.
 """
 
 from __future__ import annotations
@@ -26,13 +31,20 @@ import time
 from typing import Any
 from urllib.parse import urlsplit
 
+from ultron.cluster.partitions import worker_args as partition_args
 from ultron.errors import ConfigIssue, SpecError
 from ultron.paths import new_job_id, ultron_home
 from ultron.preflight import mask_url
 from ultron.spec.cluster import SlurmCluster
 from ultron.spec.job import JobSpec
 
-__all__ = ["cancel_jobs_named", "check_slurm", "slurm_cluster", "worker_job_options"]
+__all__ = [
+    "cancel_jobs_named",
+    "check_slurm",
+    "partition_worker_specs",
+    "slurm_cluster",
+    "worker_job_options",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -77,8 +89,9 @@ def check_slurm(spec: JobSpec) -> None:
         raise SpecError(issues)
 
 
-def worker_job_options(spec: JobSpec, name: str) -> dict[str, Any]:
-    """Keyword arguments of ``SLURMCluster`` for one worker job per trial of ``spec``.
+def worker_job_options(spec: JobSpec, name: str, partition: int | None = None) -> dict[str, Any]:
+    """Keyword arguments of ``SLURMCluster`` for one worker job per trial of ``spec``; with
+    ``partition``, for the worker job that holds that partition of a hopper job.
 
     Example:
         >>> from ultron.spec.job import JobSpec
@@ -91,19 +104,24 @@ def worker_job_options(spec: JobSpec, name: str) -> dict[str, Any]:
         (2, '4GiB', '--gres=gpu:2')
         >>> options["queue"], options["walltime"], options["worker_extra_args"]
         ('gpu', '02:00:00', ['--resources', 'GPU=2'])
+        >>> worker_job_options(spec, "ultron-x-1", partition=1)["worker_extra_args"]
+        ['--resources', 'GPU=2,partition-1=1']
     """
     cluster = spec.cluster
     assert isinstance(cluster, SlurmCluster)
     cores = max(1, math.ceil(spec.resources.cpu))
     memory = spec.resources.memory or f"{cores * _DEFAULT_MEMORY_PER_CORE // 2**30}GiB"
     directives = list(cluster.job_directives)
-    worker_args: list[str] = []
     # SLURM books whole GPUs (a fraction would need a site's shard or MPS gres): a trial that
     # asks for part of one gets one to itself.
     gpus = math.ceil(spec.resources.gpu)
+    others = {"GPU": float(gpus)} if gpus else {}
     if gpus:
         directives.insert(0, f"--gres=gpu:{gpus}")
-        worker_args = ["--resources", f"GPU={gpus}"]
+    if partition is not None:
+        worker_args = partition_args(partition, others)
+    else:
+        worker_args = ["--resources", f"GPU={gpus}"] if gpus else []
     return {
         "name": name,  # the cluster's: its workers are <name>-0, <name>-1, ... in the trial table
         "job_name": name,
@@ -138,6 +156,10 @@ def slurm_cluster(spec: JobSpec) -> Any:
     _warn_if_loopback_redis(spec)
     name = f"ultron-{new_job_id(spec.name)}"
     cluster = _cluster_class()(target=spec.parallelism, **worker_job_options(spec, name))
+    if spec.execution.hopper:
+        # Before the first scale: it then finds its target reached and submits these.
+        cluster.worker_spec.clear()
+        cluster.worker_spec.update(partition_worker_specs(cluster.new_spec, spec, name))
     logger.info(
         "submitting %d SLURM worker jobs named %s; scheduler at %s",
         spec.parallelism,
@@ -146,6 +168,34 @@ def slurm_cluster(spec: JobSpec) -> Any:
     )
     cluster.scale(jobs=spec.parallelism)
     return cluster
+
+
+def partition_worker_specs(
+    new_spec: dict[str, Any], spec: JobSpec, name: str
+) -> dict[str, dict[str, Any]]:
+    """The cluster's worker specs of a hopper job: one worker job per partition, named
+    ``<name>-partition-<k>``, whose worker holds ``partition-<k>``.
+
+    ``SpecCluster`` keeps these for the cluster's life: a worker that left (its job ended) is
+    started again from its spec once Dask forgets it, with the same name and resource.
+
+    Args:
+        new_spec: the cluster's spec of a worker job (``SLURMCluster.new_spec``).
+        spec: the job's spec; ``parallelism`` is the number of partitions.
+        name: the cluster's name (:func:`worker_job_options`).
+    """
+    return {
+        f"{name}-partition-{k}": {
+            **new_spec,
+            "options": {
+                **new_spec["options"],
+                "worker_extra_args": worker_job_options(spec, name, partition=k)[
+                    "worker_extra_args"
+                ],
+            },
+        }
+        for k in range(spec.parallelism)
+    }
 
 
 def _warn_if_loopback_redis(spec: JobSpec) -> None:

@@ -144,6 +144,9 @@ class HopperRunner:
             Its configurations are keyed with the hopper setting (:meth:`cache_key`).
         check: called after every sub-epoch; what it raises (a cancel, a lost lease) ends the
             run, and the sub-epochs that were running are cancelled.
+        own_workers: the cluster is the job's own and starts a worker per partition itself
+            (SLURM jobs that may still queue, pods being scheduled): sub-epochs wait for them,
+            and :meth:`check_workers` is not asked.
     """
 
     def __init__(
@@ -155,8 +158,10 @@ class HopperRunner:
         on_epoch: Callable[[str, int, dict[str, float]], None] | None = None,
         cache: Cache | None = None,
         check: Callable[[], None] | None = None,
+        own_workers: bool = False,
     ) -> None:
         self.client = client
+        self.own_workers = own_workers
         self.check = check
         self.cache = cache
         self.cached: dict[str, dict[str, Any]] = {}  # model -> the cache's answer
@@ -292,7 +297,8 @@ class HopperRunner:
         """Train every model its epochs (or until its stopper says stop); returns the result.
 
         Raises:
-            ValueError: a partition no worker holds (:meth:`check_workers`).
+            ValueError: a partition no worker holds (:meth:`check_workers`), on a cluster
+                that is not the job's own.
             JobFailedError: every model failed.
         """
         from distributed import as_completed
@@ -309,7 +315,8 @@ class HopperRunner:
         # Dask is asked nothing when every model is done already, or answered by the cache.
         ac = None
         if not self.scheduler.finished:
-            self.check_workers()
+            if not self.own_workers:
+                self.check_workers()
             ac = as_completed([], with_results=False)
         try:
             while ac is not None and not self.scheduler.finished:

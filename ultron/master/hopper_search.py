@@ -209,12 +209,15 @@ def run_hopper_search(
     code_paths: Sequence[str],
     check: Callable[[], None],
     on_result: OnResult,
+    own_workers: bool = False,
 ) -> HopperResult:
     """Train the job's configurations by model hopper parallelism on ``client``'s workers
-    (worker ``k`` holds ``partition-<k>``) and write their rows into the job's state.
+    (worker ``k`` holds ``partition-<k>``) and write their rows into the job's state;
+    ``own_workers``: the job started the cluster, whose partitions' workers may still be
+    on their way (:class:`~ultron.master.hopper.HopperRunner`).
 
     Raises:
-        ValueError: a partition no worker of the cluster holds.
+        ValueError: a partition no worker of a cluster not the job's own holds.
         JobFailedError: every configuration failed.
     """
     storage = _hopper_storage(spec, job_id)
@@ -232,7 +235,10 @@ def run_hopper_search(
             store.save(state, [row])
         on_result(state, len(configs) - len(state.trials), row)
 
-    runner = HopperRunner(client, job, stopper=stopper, on_epoch=on_epoch, cache=cache, check=check)
+    runner = HopperRunner(
+        client, job, stopper=stopper, on_epoch=on_epoch, cache=cache, check=check,
+        own_workers=own_workers,
+    )  # fmt: skip
     logger.info(
         "hopper job %s: %d configurations x %d epochs over %d partitions",
         job_id, len(configs), job.epochs, job.partitions,

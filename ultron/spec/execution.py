@@ -5,6 +5,9 @@ whole data set. ``hopper`` is model hopper parallelism (Cerebro's MOP, ``docs/gu
 the data set (the ``data`` section's ``url``, a folder of ``.npz`` shards) is split once into
 ``parallelism`` partitions, one per worker, and every configuration trains ``epochs`` epochs by
 hopping from partition to partition, one sub-epoch at a time (the model's ``train_epoch``).
+Every ``cluster`` type runs it: the job's own clusters (``local``, ``slurm``, ``kubernetes``)
+start one worker per partition, holding the Dask resource ``partition-<k>: 1``, and the workers
+of an ``address`` cluster are started with it.
 
 Example:
     >>> Execution.model_validate("trials").mode
@@ -38,7 +41,9 @@ class Execution(Strict):
         "whole data set. hopper: model hopper parallelism; the data set is split into one "
         "partition per worker (parallelism of them) and every configuration trains epoch by "
         "epoch, one sub-epoch per partition, hopping between the workers (the model has "
-        "train_epoch). A bare string (execution: hopper) sets the mode.",
+        "train_epoch); on cluster local, slurm or kubernetes the job starts one worker per "
+        "partition, on address its workers hold the resources partition-0 ... "
+        "partition-<parallelism - 1>. A bare string (execution: hopper) sets the mode.",
     )
     epochs: int | None = Field(
         default=None,
@@ -137,18 +142,6 @@ def check_execution(execution: Execution, fields: Mapping[str, Any]) -> Executio
             "hopper scores a configuration by train_epoch's one metric (objective.metric) and "
             "tells the strategy only that",
             f"remove {' and '.join(several)} (one objective), or use execution: trials",
-        )
-    cluster = fields.get("cluster")
-    if cluster is not None and cluster.type in ("slurm", "kubernetes"):
-        # Their workers are made alike (one worker_extra_args, one pod spec), and each
-        # partition needs a worker of its own that carries its resource.
-        raise rule_error(
-            f"cluster.type is {cluster.type}, whose workers are all started alike, but "
-            "execution: hopper needs worker k to hold partition k (the Dask resource "
-            "partition-k: 1)",
-            "start one worker per partition on that cluster with "
-            "ultron.cluster.partitions.worker_args(k) and use cluster: {type: address, "
-            "address: ...}, or cluster type local",
         )
     budget = fields.get("budget")
     if budget is not None and budget.time is not None:

@@ -18,6 +18,7 @@ from ultron.cluster.kubernetes import (
     cluster_name,
     kube_cluster,
     kube_cluster_spec,
+    partition_worker_groups,
     worker_shape,
 )
 from ultron.errors import SpecError, UltronError
@@ -31,18 +32,22 @@ TOY = Path(__file__).parents[2] / "data" / "toy"
 IMAGE = "registry.example.com/hpo/ultron-toy:3f2a9c"
 
 
-def _spec(resources: dict[str, Any], parallelism: int = 4, **cluster: Any) -> JobSpec:
-    return load_spec(
-        {
-            "name": "kube",
-            "code": str(TOY),
-            "model": "toy_model:Quadratic",
-            "search_space": {"x": {"type": "uniform", "low": 0.0, "high": 1.0}},
-            "parallelism": parallelism,
-            "resources": resources,
-            "cluster": {"type": "kubernetes", "image": IMAGE, **cluster},
-        }
-    )
+def _spec(
+    resources: dict[str, Any], parallelism: int = 4, hopper: bool = False, **cluster: Any
+) -> JobSpec:
+    fields = {
+        "name": "kube",
+        "code": str(TOY),
+        "model": "toy_model:Quadratic",
+        "search_space": {"x": {"type": "uniform", "low": 0.0, "high": 1.0}},
+        "parallelism": parallelism,
+        "resources": resources,
+        "cluster": {"type": "kubernetes", "image": IMAGE, **cluster},
+    }
+    if hopper:  # model hopper parallelism: one worker per partition
+        fields["execution"] = {"mode": "hopper", "epochs": 2}
+        fields["data"] = {"url": "s3://bucket/corpus/", "format": "numpy"}
+    return load_spec(fields)
 
 
 def _containers(body: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -55,13 +60,13 @@ def _env(container: dict[str, Any]) -> dict[str, str]:
     return {item["name"]: item["value"] for item in container["env"] or []}
 
 
-def _crd_schema() -> dict[str, Any]:
-    """The DaskCluster schema that ships with the operator (the API server checks this)."""
+def _crd_schema(kind: str = "daskcluster") -> dict[str, Any]:
+    """The schema of ``kind`` that ships with the operator (the API server checks this)."""
     import dask_kubernetes
 
     crd = (
         Path(dask_kubernetes.__file__).parent
-        / "operator/deployment/helm/dask-kubernetes-operator/crds/daskcluster.yaml"
+        / f"operator/deployment/helm/dask-kubernetes-operator/crds/{kind}.yaml"
     )
     (version,) = yaml.safe_load(crd.read_text())["spec"]["versions"]
     return version["schema"]["openAPIV3Schema"]
@@ -140,6 +145,44 @@ def test_the_cluster_validates_against_the_operators_schema() -> None:
         kubernetes_validate.validate(
             {**pod, "spec": body["spec"][part]["spec"]}, "1.33", strict=True
         )
+
+
+def test_a_hopper_job_has_one_worker_group_per_partition_holding_it() -> None:
+    spec = _spec(
+        {"cpu": 2, "memory": "4Gi", "gpu": 0.5}, parallelism=3, hopper=True,
+        service_account="ultron-worker", node_selector={"pool": "gpu"}, min_workers=2,
+    )  # fmt: skip
+    body = kube_cluster_spec(spec, cluster_name("hop"))
+    default, _ = _containers(body)
+    assert body["spec"]["worker"]["replicas"] == 0  # no worker alike: each holds a partition
+    assert "--resources" not in default["args"]
+
+    groups = partition_worker_groups(spec, body)
+    assert list(groups) == ["partition-0", "partition-1", "partition-2"]
+    for k, group in enumerate(groups.values()):
+        assert group["replicas"] == 1
+        (container,) = group["spec"]["containers"]
+        args = container["args"]
+        assert args[args.index("--resources") + 1] == f"GPU=1,partition-{k}=1"
+        # One sub-epoch at a time (its partition's): one thread, one trial's CPU and memory,
+        # a whole GPU though the trials asked for half of one.
+        assert args[args.index("--nthreads") + 1] == "1"
+        per_pod = {"cpu": "2", "memory": "4Gi", "nvidia.com/gpu": "1"}
+        assert container["resources"] == {"requests": per_pod, "limits": per_pod}
+        # The cluster's pod otherwise: account, placement, least privilege.
+        assert group["spec"] == {**body["spec"]["worker"]["spec"], "containers": [container]}
+        assert group["spec"]["serviceAccountName"] == "ultron-worker"
+        assert group["spec"]["automountServiceAccountToken"] is False
+
+    jsonschema = pytest.importorskip("jsonschema")
+    resource = {
+        "apiVersion": "kubernetes.dask.org/v1",
+        "kind": "DaskWorkerGroup",
+        "metadata": {"name": f"{cluster_name('hop')}-partition-0"},
+        "spec": {"cluster": cluster_name("hop"), "worker": groups["partition-0"]},
+    }  # as KubeCluster.add_worker_group(name, custom_spec=...) makes it
+    jsonschema.validate(resource, _crd_schema("daskworkergroup"))
+    jsonschema.validate(body, _crd_schema())
 
 
 def test_names_are_kubernetes_labels_and_stable() -> None:
@@ -224,5 +267,29 @@ def test_a_real_kube_cluster_runs_a_task_and_is_deleted() -> None:
     try:
         with Client(cluster) as client:
             assert client.submit(sum, [1, 2, 3]).result(timeout=300) == 6
+    finally:
+        cluster.close()
+
+
+@pytest.mark.k8s
+def test_a_real_hopper_kube_cluster_has_one_worker_per_partition() -> None:
+    reason = _api_server_with_operator()
+    if reason:
+        pytest.skip(reason)
+    from distributed import Client
+
+    spec = _spec(
+        {"cpu": 0.5, "memory": "512Mi"}, parallelism=2, hopper=True,
+        image="ghcr.io/dask/dask:latest",
+    )  # fmt: skip
+    cluster = kube_cluster(spec, f"k8s-hopper-{uuid.uuid4().hex[:6]}")
+    try:
+        with Client(cluster) as client:
+            client.wait_for_workers(2, timeout=300)
+            workers = client.scheduler_info()["workers"].values()
+            held = sorted(name for worker in workers for name in worker["resources"])
+            assert held == ["partition-0", "partition-1"]
+            on_one = client.submit(sum, [1, 2], resources={"partition-1": 1}, pure=False)
+            assert on_one.result(timeout=300) == 3
     finally:
         cluster.close()

@@ -71,8 +71,6 @@ def test_trials_is_the_default_and_hopper_takes_its_epochs() -> None:
             "execution",
             "data.placement (stream)",
         ),
-        ({**HOPPER, "cluster": {"type": "slurm"}}, "execution", "cluster.type is slurm"),
-        ({**HOPPER, "cluster": {"type": "kubernetes"}}, "execution", "cluster.type is kubernetes"),
         (
             {**HOPPER, "early_stopping": {"type": "hyperband", "max_resource": 3}},
             "execution",
@@ -86,6 +84,13 @@ def test_what_hopper_cannot_take_is_one_error_with_its_fix(
     issue = _issue(**fields)
     assert issue.field == field and words in issue.rule, issue
     assert issue.fix
+
+
+@pytest.mark.parametrize("cluster", ["local", "slurm", "kubernetes"])
+def test_the_job_s_own_clusters_run_hopper_jobs(cluster: str) -> None:
+    # They start one worker per partition (ultron/cluster/slurm.py, kubernetes.py).
+    spec = _load(**HOPPER, cluster={"type": cluster})
+    assert spec.execution.hopper and spec.cluster.type == cluster
 
 
 def test_asha_stops_hopper_configurations_after_an_epoch() -> None:
