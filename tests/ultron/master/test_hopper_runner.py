@@ -1,8 +1,10 @@
 """The hopper runner's parts at the cheapest level: the score cache (real Redis), the stopper
-(the hops' answers handed over without a cluster), the check of the workers' resources."""
+(the hops' answers handed over without a cluster), the check of the workers' resources, and
+on the job's own cluster the wait for a partition's worker still on its way."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -15,6 +17,8 @@ from ultron.algorithms.stoppers.median import MedianStopping
 from ultron.cluster.partitions import local_partition_cluster
 from ultron.master.hopper import HopperJob, HopperRunner
 from ultron.master.score_cache import ScoreCache
+
+HOPPER_CODE = Path(__file__).parents[2] / "data" / "hopper"
 
 
 def test_models_the_cache_answers_are_not_trained(tmp_path: Path, redis_url: str) -> None:
@@ -117,3 +121,48 @@ def test_a_runner_started_again_goes_on_from_the_stored_state(tmp_path: Path) ->
     for hop in running:
         first.scheduler.release(hop)
     assert second.scheduler.assign() == first.scheduler.assign()
+
+
+def test_on_the_job_s_own_cluster_a_sub_epoch_waits_for_its_partition_s_worker(
+    tmp_path: Path,
+) -> None:
+    # A SLURM job or a pod still on its way: the worker of partition-1 joins after the run began.
+    import threading
+
+    from distributed import Client, Worker
+
+    data = tmp_path / "data"
+    data.mkdir()
+    for i in range(2):
+        np.savez(data / f"s{i}.npz", x=np.ones((4, 3)), y=np.ones(4))
+    job = _job(
+        tmp_path, model="hopper_linear:Linear", code_paths=(str(HOPPER_CODE),),
+        configs={"m0": {"lr": 0.1}}, data_url=str(data), epochs=1,
+    )  # fmt: skip
+
+    def unrunnable(dask_scheduler: Any = None) -> int:
+        return len(dask_scheduler.unrunnable)
+
+    waited: list[bool] = []
+    with (
+        local_partition_cluster(1, processes=False) as cluster,  # partition-0 only, so far
+        Client(cluster) as client,
+    ):
+
+        def join_late() -> None:  # once a sub-epoch waits for a worker with partition-1
+            deadline = time.monotonic() + 60
+            while not client.run_on_scheduler(unrunnable) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            waited.append(time.monotonic() < deadline)
+            options = {"nthreads": 1, "resources": {"partition-1": 1}}
+            cluster.worker_spec["late"] = {"cls": Worker, "options": options}
+            cluster.scale(2)
+
+        joiner = threading.Thread(target=join_late, daemon=True)
+        joiner.start()
+        result = HopperRunner(client, job, own_workers=True).run()
+        joiner.join(timeout=10)
+
+    assert waited == [True]  # the run did not refuse partition-1: its sub-epoch waited
+    assert sorted(result.orders["m0"][0]) == [0, 1]
+    assert {r["worker"] for r in result.records} == {"partition-worker-0", "late"}
