@@ -15,7 +15,9 @@ flow reads as the tasks themselves:
 4. the spec is stored on the job's first run, and a resume with another spec is refused
    (:func:`ultron.master.resume.check_or_store_spec`) before anything else happens, leaving the
    job it refers to as it was, and so is a first run whose storage holds results of the id
-   already (another Redis ran it); an accepted run emits its first progress event then;
+   already (another Redis ran it); these checks run once before the lease is taken (its
+   heartbeat writes to the job's record: a refused run leaves it untouched) and the spec's
+   once more under it; an accepted run emits its first progress event then;
 5. ``ultron cancel JOB``, from any machine, reaches this run of the job through its Redis
    (:func:`ultron.master.cancel.watching_requests`; a request sent to an earlier run is not
    this run's);
@@ -40,7 +42,7 @@ from ultron.master.heartbeat import holding_the_job
 from ultron.master.job_state import JobState, JobStatus, JobStore
 from ultron.master.progress import ProgressEvent, emit
 from ultron.master.results import check_no_foreign_results
-from ultron.master.resume import check_or_store_spec
+from ultron.master.resume import check_or_store_spec, check_stored_spec
 from ultron.master.warm_start import check_sources
 from ultron.paths import job_results_url
 from ultron.redis.client import connect
@@ -105,19 +107,32 @@ def job_lifecycle(job: JobSpec, job_id: str, *, finalize: Finalize) -> Iterator[
         client = connect(redis_url)
         check_tenant(client, job.tenant)  # a tenant's credentials run its own jobs only
         store = JobStore(client, job_id, namespace=tenant_namespace(job.tenant))
+        code = code_hash(job.code_path)
+        # Read-only, before the lease: its heartbeat writes to the job's record.
+        _check_before_holding(client, store, job, job_id, code)
         beat, check = settings().heartbeat_s, lambda: CANCEL.raise_if_requested(job_id)
         with holding_the_job(
             client, job_id, heartbeat_s=beat, check=check, namespace=store.namespace
         ) as lease:
-            if store.stored_spec() is None and not store.trial_count():
-                check_no_foreign_results(job_results_url(job.storage, job_id), job_id)
-                check_sources(client, job, job_id)  # warm_start names the tenant's own jobs
-            check_or_store_spec(store, job, code_hash=code_hash(job.code_path))
+            # Again under the lease: another run of the id may have stored its spec meanwhile.
+            check_or_store_spec(store, job, code_hash=code)
             # The job is accepted (`ultron run` prints its header now: a refused run never).
             emit(ProgressEvent(job_id, store.trial_count(), job.num_iterations, running=0))
             run = JobRun(redis_url=redis_url, store=store)
             with watching_requests(client, job_id, token=lease.token, namespace=store.namespace):
                 yield from _finalized(run, job, job_id, finalize)
+
+
+def _check_before_holding(
+    client: Any, store: JobStore, job: JobSpec, job_id: str, code: str
+) -> None:
+    """The checks that refuse a run without writing anything: against the stored first run
+    of the id, or, for a first run, that its storage holds no results of the id and that its
+    ``warm_start`` names the tenant's own jobs."""
+    if store.stored_spec() is None and not store.trial_count():
+        check_no_foreign_results(job_results_url(job.storage, job_id), job_id)
+        check_sources(client, job, job_id)  # warm_start names the tenant's own jobs
+    check_stored_spec(store, job, code_hash=code)
 
 
 def _finalized(run: JobRun, job: JobSpec, job_id: str, finalize: Finalize) -> Iterator[JobRun]:

@@ -57,7 +57,7 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from ultron.errors import ConfigIssue, JobBusyError, SpecError
-from ultron.master.job_state import ACTIVE, JobStore
+from ultron.master.job_state import ACTIVE, JobStore, StoredSpec
 from ultron.paths import storage_location
 from ultron.secrets import redacted_spec
 from ultron.spec.job import JobSpec
@@ -176,6 +176,25 @@ def check_or_store_spec(store: JobStore, spec: JobSpec, *, code_hash: str) -> bo
             return True
         stored = store.stored_spec()  # another run of the same id stored it in between
         assert stored is not None  # save_spec stores it unless it is there
+    _check_stored(store, stored, spec, code_hash=code_hash)
+    return False
+
+
+def check_stored_spec(store: JobStore, spec: JobSpec, *, code_hash: str) -> None:
+    """The read-only half of :func:`check_or_store_spec`: check a run against its job id's
+    stored first run, if there is one, and write nothing. A run refused here leaves the job's
+    record as it was (the job's lifecycle calls it before it takes the job's lease, whose
+    heartbeat writes to the record; :func:`check_or_store_spec` checks again under the lease).
+
+    Raises:
+        SpecError: as :func:`check_or_store_spec`.
+    """
+    stored = store.stored_spec()
+    if stored is not None:
+        _check_stored(store, stored, spec, code_hash=code_hash)
+
+
+def _check_stored(store: JobStore, stored: StoredSpec, spec: JobSpec, *, code_hash: str) -> None:
     check_resume(
         stored.spec,
         spec,
@@ -184,7 +203,6 @@ def check_or_store_spec(store: JobStore, spec: JobSpec, *, code_hash: str) -> bo
         trials_done=store.trial_count(),
         stored_storage_at=stored.storage_at,
     )
-    return False
 
 
 def _storage_issues(stored_at: str, storage: str) -> list[ConfigIssue]:
