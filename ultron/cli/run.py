@@ -1,15 +1,17 @@
 """``ultron run SPEC`` and ``ultron resume JOB``: run a job from the terminal.
 
-The job runs in a child process that comes back if it dies (:mod:`ultron.cli.supervise`),
-forked as the command starts: it imports Prefect and the flow while this process loads and
-checks the spec, then runs the job once the spec passed (a refused spec ends it unseen, and
-the command prints only the error). With ``--restarts 0`` the job runs in the command's own
-process. What the job shows while it runs is :mod:`ultron.cli.follow`'s.
+The command checks the job (a refused one prints only its error and exits 2), then runs it in
+a child process that comes back if it dies (:mod:`ultron.cli.supervise`); with ``--restarts
+0``, in the command's own process. What the job shows while it runs is
+:mod:`ultron.cli.follow`'s.
+
+The child is forked once the spec is checked, not before: the checks are almost all imports
+(the spec's models, the preflight's modules) that the job needs too, and a child forked first
+imported them again itself (0.3 s more CPU a command, and no shorter: RESULTS.md, issue 30).
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 import shlex
 from collections.abc import Callable
@@ -102,47 +104,24 @@ def resume(
 
 def start_job(check: Callable[[], Checked], *, verbose: bool, restarts: int) -> None:
     """Check the job with ``check`` (an :class:`~ultron.errors.UltronError` ends the command
-    with its message, exit status 2 for a bad spec) and run it (:func:`run_job`); the job's
-    process is forked before the check, so that its imports overlap it."""
-    from ultron.cli.supervise import Order, Prestarted, prestart
-
+    with its message, exit status 2 for a bad spec) and run it (:func:`run_job`)."""
     os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
     set_verbose(verbose)
-    early = prestart(_prepare_job_process) if restarts > 0 else None
-    if isinstance(early, Order):  # the job's process: the parent checked the spec
-        _run_here(early.job, early.job_id, hint=early.hint, verbose=verbose)
-        return
     try:
-        try:
-            job, job_id, hint = check()
-        except UltronError as exc:
-            fail(exc)
-    except BaseException:  # refused or interrupted: the job's process never runs it
-        if isinstance(early, Prestarted):
-            early.cancel()
-        raise
-    run_job(job, job_id, hint=hint, verbose=verbose, restarts=restarts, first=early)
+        job, job_id, hint = check()
+    except UltronError as exc:
+        fail(exc)
+    run_job(job, job_id, hint=hint, verbose=verbose, restarts=restarts)
 
 
-def _prepare_job_process() -> None:
-    """What the job's process imports while the parent checks the spec: the job's own
-    imports (Prefect, the flow and its tasks), in the order it would make them."""
-    for name in ("ultron.api", "ultron.flows.hpo_job", "ultron.cli.follow"):
-        importlib.import_module(name)
-
-
-def run_job(
-    job: Any, job_id: str, *, hint: str, verbose: bool, restarts: int, first: Any = None
-) -> None:
+def run_job(job: Any, job_id: str, *, hint: str, verbose: bool, restarts: int) -> None:
     """Run ``job`` (checked, its preflight done) as ``ultron run`` and ``ultron resume`` do:
     the job in a supervised child process (:mod:`ultron.cli.supervise`) unless ``restarts``
-    is 0, its progress, and its end. ``hint`` resumes it by hand; ``first``: the job's
-    process forked already (:func:`~ultron.cli.supervise.prestart`)."""
-    from ultron.cli.supervise import Order, supervise
+    is 0, its progress, and its end. ``hint`` resumes it by hand."""
+    from ultron.cli.supervise import supervise
 
     if restarts > 0:
-        order = Order(job, job_id, hint)
-        code = supervise(job_id, restarts, hint=hint, first=first, order=order)
+        code = supervise(job_id, restarts, hint=hint)
         if code is not None:  # the parent: the job's process is done for good
             raise typer.Exit(code=code)
     _run_here(job, job_id, hint=hint, verbose=verbose)
@@ -153,9 +132,7 @@ def _run_here(job: Any, job_id: str, *, hint: str, verbose: bool) -> None:
     from ultron.cli.follow import console, follow_job, show_result
     from ultron.cli.output import logs_to
     from ultron.paths import job_results_url, scratch_dir
-    from ultron.secrets import install_redaction
 
-    install_redaction(job)  # again where the check ran here: it only adds the same secrets
     log_path = scratch_dir(job_id) / "job.log"
     results_url = job_results_url(job.storage, job_id)
     console.log_path = log_path

@@ -7,13 +7,6 @@ parent did not pass on (SIGKILL from the OOM killer, a crash), the parent forks 
 runs the job again with the same job id, which resumes it (its predecessor's lease is known
 dead at once: :mod:`ultron.master.heartbeat`), up to ``--restarts`` times.
 
-The first child is forked as the command starts, before the parent checks the spec
-(:func:`prestart`): while the parent loads and checks it, the child imports what a job needs
-(Prefect, the flow), then waits for the parent's word. A spec the parent accepts goes to the
-child through a pipe, with the job's id (:class:`Order`); a refused one ends the child before
-it did anything (no job record, no output: the parent prints the error). A restarted child is
-forked once the spec is checked, with the order in hand.
-
 The child runs in a process group of its own, so each signal reaches it once: the parent passes
 on SIGINT (Ctrl-C), SIGTERM and SIGHUP, the child cancels the job as before and the parent
 exits with its status (a cancelled job is never restarted). If the parent dies, the kernel kills
@@ -25,96 +18,19 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
-import pickle
 import signal
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
 
 from rich.markup import escape
 
 from ultron.cli.exits import ExitCode, err_console
 
-__all__ = ["PASSED_ON", "Order", "Prestarted", "prestart", "supervise"]
+__all__ = ["PASSED_ON", "supervise"]
 
 PASSED_ON = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 """The signals the parent passes on to the job's process, once each."""
 
 _PR_SET_PDEATHSIG = 1
-
-
-@dataclass(frozen=True)
-class Order:
-    """What the parent tells the job's process once the spec passed its checks."""
-
-    job: Any  # the checked JobSpec
-    job_id: str
-    hint: str  # the command that resumes the job by hand
-
-
-class Prestarted:
-    """The job's first process, forked before the spec was checked, waiting for its order."""
-
-    def __init__(self, pid: int, order_fd: int) -> None:
-        self.pid = pid
-        self._order_fd: int | None = order_fd
-
-    def go(self, order: Order) -> None:
-        """Send the child its order; it runs the job from now on."""
-        fd, self._order_fd = self._order_fd, None
-        if fd is None:
-            raise RuntimeError("the job's process had its answer already")
-        try:
-            with os.fdopen(fd, "wb") as pipe:
-                pipe.write(pickle.dumps(order))
-        except BrokenPipeError:  # it died before it read it: supervise() sees how, and restarts
-            pass
-
-    def cancel(self) -> None:
-        """End the child without an order (the spec was refused, the command interrupted).
-        It has only imported modules: nothing of it needs to end cleanly."""
-        if self._order_fd is None:
-            return
-        os.close(self._order_fd)
-        self._order_fd = None
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self.pid, signal.SIGKILL)
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(self.pid, 0)
-
-
-def prestart(prepare: Callable[[], object]) -> Prestarted | Order:
-    """Fork the job's process before the spec is checked.
-
-    In the parent: the child's :class:`Prestarted` handle, for :func:`supervise` (or its
-    :meth:`~Prestarted.cancel`). In the child: ``prepare()`` runs (imports: an error it
-    raises is raised again where the job imports the same module), then the child waits for
-    the parent's :class:`Order` and returns it; without one (a refused spec, a parent gone)
-    it exits at once, with status 0 and no output.
-    """
-    sys.stdout.flush()
-    sys.stderr.flush()
-    parent = os.getpid()
-    order_read, order_write = os.pipe()
-    pid = os.fork()
-    if pid != 0:
-        os.close(order_read)
-        with contextlib.suppress(OSError):  # the child did it already, or it is gone
-            os.setpgid(pid, pid)
-        return Prestarted(pid, order_write)
-    os.close(order_write)
-    _become_the_job(parent)
-    with contextlib.suppress(Exception):  # the job imports these again, and reports it there
-        prepare()
-    with os.fdopen(order_read, "rb") as pipe:
-        data = pipe.read()
-    if not data:
-        os._exit(0)
-    order = pickle.loads(data)  # our own parent wrote it, into our own pipe
-    if not isinstance(order, Order):
-        raise TypeError(f"the job's process got {type(order).__name__}, not an Order")
-    return order
 
 
 class _Child:
@@ -139,14 +55,7 @@ class _Child:
                 os.kill(pid, number)
 
 
-def supervise(
-    job_id: str,
-    restarts: int,
-    *,
-    hint: str,
-    first: Prestarted | None = None,
-    order: Order | None = None,
-) -> int | None:
+def supervise(job_id: str, restarts: int, *, hint: str) -> int | None:
     """Fork the job's process: ``None`` in the child (it goes on to run the job); in the parent,
     once the job's process is done for good, the exit status ``ultron run`` ends with.
 
@@ -154,27 +63,14 @@ def supervise(
         job_id: the job (for the messages).
         restarts: how many times a child that died of a signal is started again.
         hint: the command that resumes the job by hand (for the last message).
-        first: the job's process forked already (:func:`prestart`): it gets ``order`` and is
-            the first child; a restart forks a new one.
-        order: what the prestarted child is told (given with ``first``).
     """
-    pending: tuple[Prestarted, Order] | None = None
-    if first is not None:
-        if order is None:
-            raise ValueError("a prestarted job process needs its order")
-        pending = (first, order)
     parent, child = os.getpid(), _Child()
     previous = {int(n): signal.signal(n, child.pass_on) for n in PASSED_ON}
     try:
         for restarted in range(restarts + 1):
             sys.stdout.flush()
             sys.stderr.flush()
-            if pending is not None:  # forked before the checks: it runs the job from now on
-                (prestarted, given), pending = pending, None
-                pid = prestarted.pid
-                prestarted.go(given)
-            else:
-                pid = os.fork()
+            pid = os.fork()
             if pid == 0:
                 for number, handler in previous.items():
                     signal.signal(number, handler)
