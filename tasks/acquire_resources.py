@@ -1,5 +1,6 @@
 """Task 2 of a job: take units from the shared resource limiter; hand out the job's workers,
-which start at the first trial the score cache cannot answer (:mod:`ultron.cluster.lazy`).
+which start at the first trial the score cache cannot answer (:mod:`ultron.cluster.lazy`), or
+at once where the job knows it needs them (:func:`lazy_cluster`).
 
 The paper's Fig. 7, made atomic: the limiter's Lua script checks and increments in one step,
 the units are a lease that a keeper thread renews while the job lives (so a dead job's units
@@ -33,6 +34,7 @@ from ultron.limiter.limits import read_max_units, read_tenant_max_units
 from ultron.limiter.resource_limiter import ResourceLimiter
 from ultron.master.cancel import CANCEL
 from ultron.master.job_state import JobStatus, JobStore
+from ultron.master.score_cache import ScoreCache, job_score_cache
 from ultron.paths import scratch_dir, ultron_home
 from ultron.redis.client import connect
 from ultron.redis.keys import tenant_namespace
@@ -140,8 +142,8 @@ def acquire_resources(
 ) -> JobResources:
     """Wait in the limiter's queue (with delayed retries, up to ``acquire_timeout``) for the
     job's units; its Dask workers, with a warm trial process on each, start at the first
-    trial the score cache cannot answer (:class:`~ultron.cluster.lazy.LazyCluster`), a GPU
-    job's at once, in the background."""
+    trial the score cache cannot answer (:class:`~ultron.cluster.lazy.LazyCluster`), or at
+    once, in the background, where that trial is known to come (:func:`lazy_cluster`)."""
     logger = get_run_logger()
     client = connect(redis_url)
     limiter = ResourceLimiter(
@@ -187,19 +189,33 @@ def acquire_resources(
         limiter.release(keeper.lease)
         raise
     start = functools.partial(start_workers, spec, job_id, env, logger, redis_url=redis_url)
-    cluster = lazy_cluster(spec, start, parallelism)
+    fingerprint = data.fingerprint() if data is not None else None
+    cache = job_score_cache(
+        spec, client, code_hash=env.code_hash, namespace=store.namespace, data_hash=fingerprint
+    )
+    cluster = lazy_cluster(spec, start, parallelism, cache=cache)
     return JobResources(limiter, keeper.lease, keeper, cluster, data, parallelism)
 
 
 def lazy_cluster(
-    spec: JobSpec, start: Callable[[int], ClusterHandle], parallelism: int
+    spec: JobSpec,
+    start: Callable[[int], ClusterHandle],
+    parallelism: int,
+    *,
+    cache: ScoreCache | None = None,
 ) -> LazyCluster:
     """The job's cluster, started by ``start`` at the first trial the score cache cannot
-    answer; a GPU job's starts now, in the background."""
+    answer. It starts now, in the background, where the job knows already that it needs it:
+    a GPU job's (its trial processes start CUDA meanwhile), and a job whose score ``cache``
+    holds nothing for its computation (code base, data, model, seed: a first run of new code),
+    whose first trial trains whatever the strategy proposes. A job whose cache holds entries
+    learns it at its first proposal, and a cached job starts nothing."""
     cluster = LazyCluster(start, parallelism=parallelism, resources=trial_resources(spec))
-    if spec.resources.gpu:
-        # The trial processes import the model and start CUDA (tens of seconds on a fresh
-        # machine) while the master restores its state and makes its first proposals.
+    empty = cache is not None and not spec.execution.hopper and len(cache) == 0
+    if spec.resources.gpu or empty:
+        # The workers and their trial processes start (a GPU job's import the model and
+        # start CUDA, tens of seconds on a fresh machine) while the master restores its
+        # state and makes its first proposals.
         cluster.start_soon()
     return cluster
 

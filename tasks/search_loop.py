@@ -26,7 +26,7 @@ from ultron.master.hopper_search import data_fingerprint, run_hopper_search
 from ultron.master.job_state import JobState, JobStatus, JobStore
 from ultron.master.loops import Master, SearchSettings
 from ultron.master.scaler import Scaler
-from ultron.master.score_cache import ScoreCache
+from ultron.master.score_cache import ScoreCache, job_score_cache
 from ultron.master.warm_start import WarmStartPrior, read_prior
 from ultron.paths import job_results_url, scratch_dir
 from ultron.redis.client import connect
@@ -62,19 +62,8 @@ def _warm_start_prior(spec: JobSpec, client: Any, job_id: str) -> WarmStartPrior
 def _score_cache(
     spec: JobSpec, env: TrialEnvironment, client: Any, namespace: str, data_hash: str | None
 ) -> ScoreCache:
-    return ScoreCache(
-        client,
-        code_hash=env.code_hash,
-        model=spec.model,
-        seed=spec.seed,
-        metric=spec.objective.metric,
-        also=asked_metrics(spec),
-        tenant=spec.tenant,
-        namespace=namespace,
-        data_hash=data_hash,
-        enabled=spec.cache,
-        deterministic=spec.deterministic,
-        space=spec.space,
+    return job_score_cache(
+        spec, client, code_hash=env.code_hash, namespace=namespace, data_hash=data_hash
     )
 
 

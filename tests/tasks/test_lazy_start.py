@@ -25,6 +25,7 @@ from ultron.cluster.factory import ClusterHandle
 from ultron.containerize.environment import TrialEnvironment
 from ultron.master.dispatcher import TrialDispatcher
 from ultron.master.job_state import JobStore
+from ultron.master.score_cache import job_score_cache
 from ultron.spec.job import JobSpec
 from ultron.tasks.acquire_resources import lazy_cluster, start_workers
 from ultron.trial_records import TrialStatus
@@ -105,3 +106,34 @@ def test_workers_start_at_the_first_dispatch_and_a_gpu_jobs_before_it(
         assert events[:2] == ["master prepared", "start workers"]
         assert threads == [threading.current_thread().name]
     assert events.index("warm-up done") < events.index("dispatch")
+
+
+def test_a_job_whose_score_cache_is_empty_starts_its_workers_with_its_units(
+    tmp_path: Path, redis_url: str
+) -> None:
+    """Nothing can answer its first trial: the workers start beside the master at once; one
+    entry of its computation in the cache and they wait for the first proposal's answer."""
+    spec = _spec(tmp_path, 0)
+    cache = job_score_cache(
+        spec,
+        redis.Redis.from_url(redis_url),
+        code_hash=uuid.uuid4().hex,  # a code base the cache has never seen
+        namespace=f"lazy-{uuid.uuid4().hex[:8]}",
+        data_hash=None,
+    )
+    started = threading.Event()
+
+    def start(parallelism: int) -> ClusterHandle:
+        # The real start is the test above's; here only when it is called counts.
+        started.set()
+        return ClusterHandle(None, None, {})
+
+    empty = lazy_cluster(spec, start, parallelism=1, cache=cache)
+    assert empty.started
+    assert started.wait(timeout=60)  # in its background thread
+    empty.close()
+    cache.put({"x": 2.0}, {"score": 4.0, "metrics": {"score": 4.0}})
+    started.clear()
+    known = lazy_cluster(spec, start, parallelism=1, cache=cache)
+    assert not known.started and not started.is_set()
+    known.close()

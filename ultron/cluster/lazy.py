@@ -6,7 +6,8 @@ nothing. :class:`LazyCluster` is what ``acquire_resources`` hands out instead of
 cluster: the job's units are taken first, as before, and the cluster (with a warm trial process
 on each worker) starts at its first use, the dispatch of the first trial the cache cannot
 answer. :meth:`LazyCluster.start_soon` starts it in the background instead, where starting
-early pays (a GPU job's trial processes start CUDA while the master prepares its first trials).
+early pays (a GPU job's trial processes start CUDA while the master prepares its first trials;
+a job whose score cache is empty for its computation needs the workers for its first trial).
 
 Until it starts, a resize only changes how many workers it will start with (``ultron scale``
 before the first trial); after, it is :class:`~ultron.cluster.elastic.ElasticWorkers`' job.

@@ -47,6 +47,8 @@ from typing import Any
 
 from ultron.algorithms.space import Config, SearchSpace, canonical
 from ultron.redis import keys
+from ultron.spec.job import JobSpec
+from ultron.spec.objectives import asked_metrics
 
 __all__ = [
     "ScoreCache",
@@ -54,6 +56,7 @@ __all__ = [
     "cache_field",
     "clear_cache",
     "clear_callers_caches",
+    "job_score_cache",
     "stored_entry",
 ]
 
@@ -103,6 +106,28 @@ def answer(
     if not enabled and not same_trial:
         return None
     return {**entry, "score": float(metrics[metric])}
+
+
+def job_score_cache(
+    spec: JobSpec, client: Any, *, code_hash: str, namespace: str, data_hash: str | None
+) -> ScoreCache:
+    """The score cache of ``spec``'s job: its code base's hash, its data's fingerprint (a job
+    with a data section) and the tenant's ``namespace`` with the spec's model, seed, metrics and
+    settings."""
+    return ScoreCache(
+        client,
+        code_hash=code_hash,
+        model=spec.model,
+        seed=spec.seed,
+        metric=spec.objective.metric,
+        also=asked_metrics(spec),
+        tenant=spec.tenant,
+        namespace=namespace,
+        data_hash=data_hash,
+        enabled=spec.cache,
+        deterministic=spec.deterministic,
+        space=spec.space,
+    )
 
 
 def cache_field(config: Config, space: SearchSpace | None = None) -> str:
