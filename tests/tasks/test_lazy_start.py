@@ -10,6 +10,7 @@ without CUDA), which is all the order needs.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import sys
 import threading
@@ -111,8 +112,9 @@ def test_workers_start_at_the_first_dispatch_and_a_gpu_jobs_before_it(
 def test_a_job_whose_score_cache_is_empty_starts_its_workers_with_its_units(
     tmp_path: Path, redis_url: str
 ) -> None:
-    """Nothing can answer its first trial: the workers start beside the master at once; one
-    entry of its computation in the cache and they wait for the first proposal's answer."""
+    """Nothing can answer its first trial: the workers start beside the master at once, in
+    the caller's context; one entry of its computation in the cache and they wait for the
+    first proposal's answer."""
     spec = _spec(tmp_path, 0)
     cache = job_score_cache(
         spec,
@@ -122,9 +124,14 @@ def test_a_job_whose_score_cache_is_empty_starts_its_workers_with_its_units(
         data_hash=None,
     )
     started = threading.Event()
+    seen: list[str] = []
+    caller = contextvars.ContextVar("caller", default="none")
+    caller.set("the task's")  # as Prefect's settings and run context are
 
     def start(parallelism: int) -> ClusterHandle:
-        # The real start is the test above's; here only when it is called counts.
+        # The real start is the test above's; here only when it is called counts, and in
+        # which context (Prefect's, where its log lines go).
+        seen.append(caller.get())
         started.set()
         return ClusterHandle(None, None, {})
 
@@ -132,6 +139,7 @@ def test_a_job_whose_score_cache_is_empty_starts_its_workers_with_its_units(
     assert empty.started
     assert started.wait(timeout=60)  # in its background thread
     empty.close()
+    assert seen == ["the task's"]
     cache.put({"x": 2.0}, {"score": 4.0, "metrics": {"score": 4.0}})
     started.clear()
     known = lazy_cluster(spec, start, parallelism=1, cache=cache)

@@ -22,6 +22,7 @@ before the first trial); after, it is :class:`~ultron.cluster.elastic.ElasticWor
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import threading
 import time
@@ -101,12 +102,22 @@ class LazyCluster:
         return self._handle
 
     def start_soon(self) -> None:
-        """Start the cluster in a background thread now; :meth:`handle` waits for it."""
+        """Start the cluster in a background thread now; :meth:`handle` waits for it.
+
+        The start runs in a copy of the caller's context (``contextvars``): Prefect's settings
+        and run context are context variables, and without them the start's log lines went
+        to a Prefect API of their own (Prefect started its ephemeral server for them: 4-5 s
+        and as many CPU seconds at the job's end).
+        """
         with self._lock:
             if self.started or self._closed:
                 return
+            context = contextvars.copy_context()
             self._thread = threading.Thread(
-                target=self._start_in_background, name="ultron-start-cluster", daemon=True
+                target=context.run,
+                args=(self._start_in_background,),
+                name="ultron-start-cluster",
+                daemon=True,
             )
             self._thread.start()
 
