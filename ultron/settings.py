@@ -114,7 +114,8 @@ class UltronSettings(BaseSettings):
         300.0,
         ge=0,
         description="Seconds a finishing job waits for the trials' checkpoints still uploading "
-        "to the store; any not committed by then is named in the job's summary.",
+        "to the store; any not committed by then is named in the job's summary. A trial's "
+        "answer waits for its own uploads at most 120 s, or this long if shorter.",
         rule="it must be a number of seconds, 0 or more",
         example="300",
     )

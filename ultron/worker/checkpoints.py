@@ -17,6 +17,7 @@ import threading
 from pathlib import Path
 
 from ultron.checkpoints.local import latest_local
+from ultron.settings import settings
 from ultron.trial_records import TrialRequest
 from ultron.worker.checkpoint_store import committed_names, listing, remote_fs, restore_latest
 from ultron.worker.syncer import CheckpointSyncer
@@ -33,7 +34,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _RETURN_WAIT_S = 120.0
-"""How long an attempt's answer waits for its last uploads (a store that is away)."""
+"""How long an attempt's answer waits at most for its last uploads (a store that is away);
+``ULTRON_CHECKPOINT_FLUSH_S``, when shorter, bounds it too."""
 
 _syncers: list[tuple[str, CheckpointSyncer]] = []  # (trial id, its attempt's syncer)
 _lock = threading.Lock()
@@ -143,13 +145,14 @@ def finish_sync(syncer: CheckpointSyncer | None, trial_id: str) -> bool:
     the other's half-uploaded files: an upload found "incomplete").
 
     Returns:
-        Whether everything was committed; if not (the store is away for ``_RETURN_WAIT_S``), a
+        Whether everything was committed; if not (the store is away for ``_RETURN_WAIT_S``, or
+        ``ULTRON_CHECKPOINT_FLUSH_S`` if shorter), a
         warning says a resume on another machine starts from an older checkpoint, and the
         finalizer names what is missing.
     """
     if syncer is None:
         return True
-    if syncer.stop(timeout_s=_RETURN_WAIT_S):
+    if syncer.stop(timeout_s=min(_RETURN_WAIT_S, settings().checkpoint_flush_s)):
         return True
     logger.warning(
         "trial %s returned with checkpoints %s not in the store (%s); a resume on another "
