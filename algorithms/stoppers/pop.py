@@ -4,12 +4,9 @@ At every evaluation boundary (every ``interval`` steps from ``min_resource``) a 
 curve is extrapolated (:class:`ultron.algorithms.curve_model.CurveModel`) to get, for each future
 step ``m`` it can still reach in the time left, ``P(y(m) >= y_target)``. From these:
 
-- the prediction confidence ``p = P(y(M) >= y_target)`` (the sum of the ``p_m`` of eq. 2) and the
-  expected remaining time ``ERT = (sum_m m p_m + (1 - p) M) * epoch`` (eq. 3, truncated at the
-  time left, as the paper prescribes);
-- the dynamic threshold (§3.2): over candidate thresholds ``p``, ``S_desired(p) = k N_sat(p)``
-  and ``S_deserved(p) = S p``; ``p*`` maximises ``S_effective = min(desired, deserved)`` and the
-  ``ceil(S_effective / k)`` trials with ``p >= p*`` and the smallest ERT are *promising*;
+- the prediction confidence ``p``, the expected remaining time ``ERT`` (eq. 2-3, truncated at
+  the time left, as the paper prescribes) and the dynamic threshold of §3.2 that makes the
+  best of them *promising* (:mod:`ultron.algorithms.stoppers.pop_threshold`);
 - *poor* trials are worse than the user's ``kill_threshold`` (domain knowledge: e.g. chance
   accuracy) after ``kill_after`` steps and are stopped;
 - everyone else is *opportunistic*: suspended at its boundary (its checkpoint kept) so that the
@@ -33,13 +30,9 @@ surrogate, ``benchmarks/lcbench.py``):
 - **The curve model learns from the job's finished curves** (issue 28). Once
   ``min_references`` trials have run to ``max_resource`` (or stopped at the target, counted with
   their last value carried on), a trial's future is what finished curves with a similar prefix
-  did, and its interval is calibrated on their own leave-one-out errors (split-conformal):
-  on the 34 LCBench tasks its 80% interval covers 79-81% of outcomes at 1, 4, 10 and 25
-  epochs and its ``p`` ranks one-epoch curves at AUC 0.67 (the value reached: 0.53;
-  ``benchmarks/curves_check.py``). Before, the parametric ensemble, its median kept in range
-  and its interval widened (78%, 80%, 75%). Suspended trials are re-estimated when references
-  arrive. In the LCBench suite at 8 workers the target is reached before 10 trials finish, so
-  there the fallback decides (``benchmarks/RESULTS.md``).
+  did, and its interval is calibrated on their own leave-one-out errors (split-conformal:
+  79-81% coverage of its 80% interval on the 34 LCBench tasks, ``benchmarks/curves_check.py``).
+  Suspended trials are re-estimated when references arrive.
 - **Unfinished curves as references** (``partial_quantile``, off by default): before
   ``min_references`` curves finish, a trial is judged against the trials that reached further
   (:class:`ultron.algorithms.partial_references.PartialReferences`), as ASHA compares at rungs:
@@ -61,11 +54,9 @@ part of the state.
 
 from __future__ import annotations
 
-import bisect
 import math
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -74,23 +65,15 @@ from ultron.algorithms.base import Direction
 from ultron.algorithms.curve_model import CurveModel
 from ultron.algorithms.partial_references import PartialReferences
 from ultron.algorithms.stoppers.base import Command, Decision, Stopper, TrialId
+from ultron.algorithms.stoppers.pop_threshold import promising, reach_summary
+from ultron.algorithms.stoppers.pop_trials import (
+    BoundaryValues,
+    TrialRecord,
+    trials_from_state,
+    trials_state,
+)
 
 __all__ = ["POP"]
-
-
-@dataclass
-class _Trial:
-    steps: list[int] = field(default_factory=list)
-    gains: list[float] = field(default_factory=list)  # values, higher is better
-    status: str = "running"  # running | suspended | done
-    run_time: float = 0.0  # seconds spent running (suspensions excluded)
-    timed_steps: int = 0
-    last_time: float = 0.0
-    suspended_at: float = 0.0
-    p: float | None = None
-    ert: float = math.inf
-    poor: bool = False
-    model: tuple[float, float] = (0.0, 0.0)  # the curve model's (p, expected epochs)
 
 
 class POP(Stopper):
@@ -180,7 +163,7 @@ class POP(Stopper):
         self._bounds = tuple(sorted(-self.loss(b) for b in bounds))
         self.clock = clock
         self.rng = np.random.default_rng(seed)
-        self._trials: dict[TrialId, _Trial] = {}
+        self._trials: dict[TrialId, TrialRecord] = {}
         self._t0: float | None = None
         self._share = 0.0  # round-robin credit of the opportunistic pool
         # Curves of the trials that ran to ``max_resource`` or stopped at the target, on the
@@ -202,13 +185,13 @@ class POP(Stopper):
                 bounds=(self._bounds[0], self._bounds[1]),
             )
         )
-        self._seen: dict[int, list[float]] = {}  # every value reported at each boundary, sorted
+        self._seen = BoundaryValues(min_resource=first, interval=self.interval)
         self._rescored = 0  # references when suspended trials were last re-estimated
 
     def on_trial_start(self, trial_id: TrialId) -> Any:
         now = self.clock()
         self._t0 = now if self._t0 is None else self._t0
-        self._trials[trial_id] = trial = _Trial(last_time=now)
+        self._trials[trial_id] = trial = TrialRecord(last_time=now)
         if self._partial is not None:
             self._partial.update(trial_id, trial.steps, trial.gains)
         return super().on_trial_start(trial_id)
@@ -233,9 +216,9 @@ class POP(Stopper):
             if self._partial is not None:
                 self._partial.forget(trial_id)
             return Decision.STOP
-        if step < self.min_resource or (step - self.min_resource) % self.interval:
+        if not self._seen.is_boundary(step):
             return Decision.CONTINUE
-        bisect.insort(self._seen.setdefault(step, []), trial.gains[-1])
+        self._seen.add(step, trial.gains[-1])
         trial.p, trial.ert = self._confidence(trial, step, now, trial_id)
         if trial_id in self._promising():
             return Decision.CONTINUE
@@ -254,17 +237,13 @@ class POP(Stopper):
         if step >= self.max_resource:
             trial.status = "done"
             self._add_reference(trial_id, trial)
-        elif step >= self.min_resource and not (step - self.min_resource) % self.interval:
-            bisect.insort(self._seen.setdefault(step, []), trial.gains[-1])
+        elif self._seen.is_boundary(step):
+            self._seen.add(step, trial.gains[-1])
 
-    def _record(self, trial: _Trial, step: int, value: float) -> float:
+    def _record(self, trial: TrialRecord, step: int, value: float) -> float:
         """Add a report to the trial's curve and its running time; the time now."""
         now = self.clock()
-        trial.run_time += now - trial.last_time
-        trial.timed_steps += step - (trial.steps[-1] if trial.steps else 0)
-        trial.last_time = now
-        trial.steps.append(step)
-        trial.gains.append(-self.loss(value))
+        trial.record(step, -self.loss(value), now)
         return now
 
     def _raise_target(self, value: float) -> None:
@@ -282,7 +261,7 @@ class POP(Stopper):
         return self.loss(value) > self.loss(self.kill_threshold)
 
     def _confidence(
-        self, trial: _Trial, step: int, now: float, trial_id: TrialId
+        self, trial: TrialRecord, step: int, now: float, trial_id: TrialId
     ) -> tuple[float, float]:
         """``(p, ERT)`` of §3.1.1 for a trial at ``step``, from the curve model's reach curve."""
         goal = -self.loss(self.target)
@@ -301,18 +280,18 @@ class POP(Stopper):
                 return p, epochs * epoch
         horizon = list(range(step + 1, step + left + 1))
         prediction = self._model.predict(trial.steps, trial.gains, horizon, rng=self.rng)
-        trial.model = _summary(prediction.prob_reached(goal))
+        trial.model = reach_summary(prediction.prob_reached(goal))
         return trial.model[0], trial.model[1] * epoch
 
-    def _epochs_left(self, trial: _Trial, step: int, now: float) -> tuple[float, int]:
+    def _epochs_left(self, trial: TrialRecord, step: int, now: float) -> tuple[float, int]:
         """The trial's mean epoch duration and the epochs it can still run (``M_i``)."""
-        epoch = trial.run_time / max(trial.timed_steps, 1)
+        epoch = trial.epoch_time
         left = self.max_resource - step
         if self.max_time is not None and epoch > 0:
             left = min(left, int((self.max_time - (now - (self._t0 or 0.0))) // epoch))
         return epoch, left
 
-    def _add_reference(self, trial_id: TrialId, trial: _Trial) -> None:
+    def _add_reference(self, trial_id: TrialId, trial: TrialRecord) -> None:
         """A finished curve for the curve model; one stopped at the target counts with its
         last value carried on (it has reached the target: leaving it out would teach the
         model that no curve does). Once per trial: a stopped trial may report again before it
@@ -325,19 +304,12 @@ class POP(Stopper):
 
     def _promising(self) -> set[TrialId]:
         """The dynamic threshold of §3.2 and the trials above it."""
-        scored = {t: tr for t, tr in self._trials.items() if tr.status != "done" and tr.p}
-        if not scored:
-            return set()
-        best_p, best_eff = 0.0, 0.0
-        ps = sorted((tr.p or 0.0 for tr in scored.values()), reverse=True)
-        for satisfying, p in enumerate(ps, start=1):  # N_sat(p) for the i-th largest p
-            effective = min(satisfying * self.slots_per_trial, self.slots * p)
-            if effective > best_eff or (effective == best_eff and p < best_p):
-                best_p, best_eff = p, effective
-        count = math.ceil(best_eff / self.slots_per_trial - 1e-9)
-        above = [t for t, tr in scored.items() if (tr.p or 0.0) >= best_p]
-        above.sort(key=lambda t: scored[t].ert)
-        return set(above[:count])
+        scored = {
+            t: (tr.p or 0.0, tr.ert)
+            for t, tr in self._trials.items()
+            if tr.status != "done" and tr.p
+        }
+        return promising(scored, slots=self.slots, slots_per_trial=self.slots_per_trial)
 
     def on_trial_complete(self, trial_id: TrialId) -> None:
         if trial_id in self._trials:
@@ -349,14 +321,14 @@ class POP(Stopper):
             return []
         if len(self._references) != self._rescored:
             self._rescore(suspended)
-        promising = self._promising()
+        ahead = self._promising()
         order = sorted(suspended, key=lambda t: self._trials[t].ert)
-        chosen = [t for t in order if t in promising][:free_slots]
+        chosen = [t for t in order if t in ahead][:free_slots]
         # Opportunistic order: confidence, then the value reached (the ensemble gives p = 0 to
         # most short curves, eventual winners included; the value reached ranks them).
         others = sorted(
-            (t for t in suspended if t not in promising),
-            key=lambda t: (-(self._trials[t].p or 0.0), self._quantile(self._trials[t])),
+            (t for t in suspended if t not in ahead),
+            key=lambda t: (-(self._trials[t].p or 0.0), self._seen.share_better(self._trials[t])),
         )
         for t in others:
             if len(chosen) == free_slots:
@@ -371,13 +343,6 @@ class POP(Stopper):
         for t in chosen:
             self._trials[t].status, self._trials[t].last_time = "running", now
         return [Command(t, Decision.RESUME) for t in chosen]
-
-    def _quantile(self, trial: _Trial) -> float:
-        """The share of trials that were better than this one at its last boundary (a late
-        report may have come after it)."""
-        at = max((i for i, s in enumerate(trial.steps) if s in self._seen), default=-1)
-        seen = self._seen.get(trial.steps[at], [])
-        return 1.0 - bisect.bisect_right(seen, trial.gains[at]) / max(len(seen), 1)
 
     def _rescore(self, suspended: list[TrialId]) -> None:
         """Re-estimate suspended trials with the references that arrived since they stopped.
@@ -412,9 +377,8 @@ class POP(Stopper):
         self.slots = slots
 
     def state_dict(self) -> dict[str, Any]:
-        trials = [[t, {**asdict(tr), "ert": _finite(tr.ert)}] for t, tr in self._trials.items()]
         return {
-            "trials": trials,
+            "trials": trials_state(self._trials),
             "t0": self._t0,
             "share": self._share,
             "rescored": self._rescored,
@@ -425,12 +389,7 @@ class POP(Stopper):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if self.raise_target_by is not None:  # the dynamic target as it had risen
             self.target = float(state.get("target", self.target))
-        self._trials = {}
-        for t, data in state["trials"]:
-            ert = math.inf if data["ert"] is None else data["ert"]
-            self._trials[t] = _Trial(
-                **{**data, "ert": ert, "model": tuple(data.get("model", (0, 0)))}
-            )
+        self._trials = trials_from_state(state["trials"])
         goal = -self.loss(self.target)
         self._references = {}
         self._model = CurveModel(
@@ -448,25 +407,8 @@ class POP(Stopper):
             for t, tr in self._trials.items():
                 if not tr.poor:
                     self._partial.update(t, tr.steps, tr.gains)
-        self._seen = {}
-        for tr in self._trials.values():
-            for step, gain in zip(tr.steps, tr.gains, strict=True):
-                if step >= self.min_resource and not (step - self.min_resource) % self.interval:
-                    self._seen.setdefault(step, []).append(gain)
-        for values in self._seen.values():
-            values.sort()
+        self._seen.rebuild(self._trials.values())
         self._rescored = int(state.get("rescored", len(self._references)))
         self._t0 = state["t0"]
         self._share = float(state["share"])
         self.rng.bit_generator.state = state["rng"]
-
-
-def _summary(reach: np.ndarray) -> tuple[float, float]:
-    """``(p, expected epochs)`` of eq. 2-3 from ``P(reached by epoch m)``, truncated at ``M``."""
-    p_m = np.diff(reach, prepend=0.0)
-    p = float(reach[-1]) if len(reach) else 0.0
-    return p, float(np.arange(1, len(reach) + 1) @ p_m) + (1.0 - p) * len(reach)
-
-
-def _finite(x: float) -> float | None:
-    return None if math.isinf(x) else x
