@@ -48,12 +48,16 @@ _OWN = {
     ),
     "POP (ours)": (
         "algorithms/stoppers/pop.py",
+        "algorithms/stoppers/pop_threshold.py",
+        "algorithms/stoppers/pop_trials.py",
         "algorithms/curve_model.py",
         "algorithms/partial_references.py",
         "algorithms/curves.py",
     ),
     "POP (dynamic target)": (
         "algorithms/stoppers/pop.py",
+        "algorithms/stoppers/pop_threshold.py",
+        "algorithms/stoppers/pop_trials.py",
         "algorithms/curve_model.py",
         "algorithms/partial_references.py",
         "algorithms/curves.py",
