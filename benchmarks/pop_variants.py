@@ -1,6 +1,6 @@
 """POP (or Bandit, EarlyTerm) with other options on LCBench tasks, against the suite's runs.
 
-Each run is the suite's own run (:func:`benchmarks.lcbench_suite.run_one`: the real master on
+Each run is the suite's own run (:func:`benchmarks.suite_job.run_one`: the real master on
 the simulated clock, the same target, budget and seed) with the suite's factory of the method
 swapped for one with ``--options`` on top of its settings (``benchmarks.lcbench``); the
 methods it is compared with (``--against``) come from the suite's run cache (run once if
@@ -23,6 +23,7 @@ from typing import Any
 
 import benchmarks.lcbench as lcbench
 import benchmarks.lcbench_suite as suite
+import benchmarks.suite_job as suite_job
 from benchmarks.suite_runs import RunCache, SuiteSettings
 from ultron.algorithms.stoppers import POP, Bandit, EarlyTerm, Stopper
 from ultron.simulation.benchmark import SimulatedClock
@@ -74,8 +75,8 @@ def _cell(args: tuple[str, dict[str, Any], str, int, int, dict[str, float]]) -> 
     _OPTIONS.clear()
     _OPTIONS.update(options)
     # the suite looks its factories up by name at each run
-    setattr(suite, _FACTORIES[method], _variant(method))
-    return suite.run_one(task, method, workers, seed, SuiteSettings(seeds=1), stats)
+    setattr(suite_job, _FACTORIES[method], _variant(method))
+    return suite_job.run_one(task, method, workers, seed, SuiteSettings(seeds=1), stats)
 
 
 def _gmean(ratios: Sequence[float]) -> float:
@@ -111,13 +112,14 @@ def main(argv: Sequence[str] | None = None) -> str:
     with ProcessPoolExecutor(args.jobs) as pool:
         runs = list(pool.map(_cell, cells, chunksize=1))
     ratios: dict[str, list[float]] = {m: [] for m in against}
-    reached: dict[str, int] = {m: 0 for m in [args.method, *against]}
+    reached: dict[str, int] = {m: 0 for m in against}
+    reached_variant = 0
     for (task, seed), run in zip(pairs, runs, strict=True):
         ours = float(run["hours"])
         others = {m: float(base["runs"][(task, m, args.workers, seed)]["hours"]) for m in against}
         cells_text = "  ".join(f"{m} {h:.3f}" for m, h in others.items())
         print(f"{task:>7} s{seed}  {cells_text}  variant {ours:.3f} h", flush=True)
-        reached[args.method] += math.isfinite(ours)
+        reached_variant += math.isfinite(ours)
         for m, h in others.items():
             reached[m] += math.isfinite(h)
             if math.isfinite(ours) and math.isfinite(h):
@@ -125,7 +127,7 @@ def main(argv: Sequence[str] | None = None) -> str:
     times = [float(r["hours"]) for r in runs if math.isfinite(float(r["hours"]))]
     line = (
         f"{args.method} {args.options} at {args.workers} workers, {len(tasks)} tasks x "
-        f"{args.seeds} seeds: reached {reached[args.method]}/{len(pairs)}, geometric-mean "
+        f"{args.seeds} seeds: reached {reached_variant}/{len(pairs)}, geometric-mean "
         f"{_gmean(times):.4f} h; "
         + "; ".join(
             f"{m}/variant x{_gmean(ratios[m]):.2f} ({len(ratios[m])} pairs, {m} reached "

@@ -34,6 +34,7 @@ _COMMON = (
     "ultron/master/early_stopping.py",
     "benchmarks/lcbench.py",
     "benchmarks/lcbench_suite.py",
+    "benchmarks/suite_job.py",
     "algorithms/random_search.py",
     "algorithms/space.py",
     "algorithms/stoppers/base.py",
