@@ -74,6 +74,9 @@ class LCBench:
             ) from error
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = options.inter_op_num_threads = 1
+        # No arena: it keeps the peak of the largest batch (GBs for 1,000 curves) per session,
+        # and a process holds one session per task.
+        options.enable_cpu_mem_arena = False
         self._session = onnxruntime.InferenceSession(
             str(Path(folder) / "model.onnx"), options, providers=["CPUExecutionProvider"]
         )

@@ -91,7 +91,10 @@ def task_stats(bench: LCBench, settings: SuiteSettings) -> dict[str, float]:
     """
     rng = np.random.default_rng(12345)
     configs = [SPACE.sample(rng) for _ in range(settings.reference)]
-    values, durations = bench.curves(configs)
+    # In batches of 100 curves: one batch of 1,000 takes gigabytes in the surrogate.
+    parts = [bench.curves(configs[i : i + 100]) for i in range(0, len(configs), 100)]
+    values = np.concatenate([v for v, _ in parts])
+    durations = np.concatenate([d for _, d in parts])
     finals = values[:, -1]
     return {
         "target": float(np.quantile(finals, settings.quantile)),
