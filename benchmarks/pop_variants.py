@@ -65,7 +65,6 @@ def _factory_arguments(
         **curves,
         "target": target,
         "slots": workers,
-        "partial_quantile": 1.0,
         "clock": clock,
     }
 
