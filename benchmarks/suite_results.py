@@ -11,6 +11,7 @@ over the tasks complete in it, and the first is the section's main one; nothing 
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -83,9 +84,11 @@ def main(argv: Sequence[str] | None = None) -> str:
         cache=RunCache(arguments.cache),
         budget=arguments.budget,
     )
-    command = "python -m benchmarks.suite_results " + " ".join(
-        argv if argv is not None else sys.argv[1:]
-    )
+    given = list(argv if argv is not None else sys.argv[1:])
+    if "--note" in given:  # the note is shown as itself, not inside the command
+        at = given.index("--note")
+        del given[at : at + 2]
+    command = shlex.join(["python", "-m", "benchmarks.suite_results", *given])
     report = suite_tables.section(
         suites[0], command=command.strip(), parts=suites[1:], note=arguments.note
     )
