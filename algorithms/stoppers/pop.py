@@ -37,8 +37,9 @@ surrogate, ``benchmarks/lcbench.py``):
   ``min_references`` curves finish, a trial is judged against the trials that reached further
   (:class:`ultron.algorithms.partial_references.PartialReferences`), as ASHA compares at rungs:
   ``p`` is its chance of matching that quantile of their values at the deepest step enough of
-  them reached. With evaluation from epoch 1 every 3 it takes POP from x0.83 to x0.98-1.00 of
-  ASHA's speed on 10 LCBench tasks at 8 workers (``benchmarks/RESULTS.md``).
+  them reached. Judging from epoch 1 it took POP to ASHA's speed on 10 LCBench tasks, but
+  reached fewer of the 34 (``benchmarks/RESULTS.md``, "POP's grid": at its own step a trial
+  gets ``p`` 0 or 1, and 0 is not estimated again); the suite judges from epoch 4 without it.
 - **The target ends a trial.** POP's objective is the time to a configuration that reaches
   ``y_target``; a trial that reports it is stopped there (``stop_at_target``), as HyperDrive
   ends the experiment.
