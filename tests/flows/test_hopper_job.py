@@ -19,6 +19,7 @@ import pytest
 
 import ultron
 from tests.flows.dask_processes import DaskProcesses, wait_for
+from tests.flows.hopper_checks import partition_orders, partitions_by_process
 from ultron.datamanager.partitions import fetch_partition, list_shards, plan_partitions
 from ultron.master.hopper_search import READ_LOG_ENV
 from ultron.trial_records import trial_seed
@@ -110,13 +111,7 @@ def test_hopper_job_visits_each_partition_once_per_epoch_and_survives_a_killed_w
     assert sorted(c["lr"] for c in configs.values()) == lrs
 
     # Every configuration trained exactly 3 epochs, each visiting every partition exactly once.
-    assert Counter(r["model_id"] for r in records) == {m: WORKERS * EPOCHS for m in configs}
-    orders: dict[str, list[list[int]]] = {}
-    for model in configs:
-        mine = sorted((r for r in records if r["model_id"] == model), key=lambda r: r["step"])
-        assert [r["step"] for r in mine] == list(range(WORKERS * EPOCHS))
-        orders[model] = [[r["partition"] for r in mine if r["epoch"] == e] for e in range(EPOCHS)]
-        assert [sorted(epoch) for epoch in orders[model]] == [list(range(WORKERS))] * EPOCHS
+    orders = partition_orders(records, list(configs), WORKERS, EPOCHS)
     # The trial table: a completed row per configuration, scored by its last epoch.
     for trial in result.trials:
         last = [r for r in records if r["model_id"] == trial.trial_id and r["epoch"] == 2]
@@ -130,12 +125,10 @@ def test_hopper_job_visits_each_partition_once_per_epoch_and_survives_a_killed_w
         list_shards(data_url, s3_storage_options), partitions=WORKERS, seed=3, url=data_url
     )
     log = [json.loads(line) for line in reads.read_text().splitlines()]
-    by_process: dict[int, set[int]] = {}
     for entry in log:
         assert entry["file"] in plan.shards[entry["partition"]], entry
         assert entry["reader"] == f"w{entry['partition']}", entry  # the worker holding it
-        by_process.setdefault(entry["pid"], set()).add(entry["partition"])
-    assert all(len(parts) == 1 for parts in by_process.values()), by_process
+    by_process = partitions_by_process(log)
     assert killed["pid"] in by_process
     lost = by_process[killed["pid"]].pop()
     assert sum(lost in parts for parts in by_process.values()) >= 1  # the replacement

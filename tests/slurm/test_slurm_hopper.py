@@ -12,7 +12,6 @@ import json
 import subprocess
 import threading
 import uuid
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ import pytest
 
 import ultron
 from tests.flows.dask_processes import wait_for
+from tests.flows.hopper_checks import partition_orders, partitions_by_process
 from ultron.cluster import slurm as slurm_backend
 from ultron.datamanager.partitions import fetch_partition, list_shards, plan_partitions
 from ultron.master.hopper_search import READ_LOG_ENV
@@ -115,23 +115,14 @@ def test_a_hopper_job_on_slurm_gives_each_worker_job_a_partition_and_replaces_a_
     configs = {t.trial_id: t.hyperparameters for t in result.trials}
     # Every model trained its epochs, visiting each partition once per epoch, each sub-epoch
     # on the worker job that holds the partition.
-    assert Counter(r["model_id"] for r in records) == {m: PARTITIONS * EPOCHS for m in configs}
-    orders: dict[str, list[list[int]]] = {}
-    for model in configs:
-        mine = sorted((r for r in records if r["model_id"] == model), key=lambda r: r["step"])
-        assert [r["step"] for r in mine] == list(range(PARTITIONS * EPOCHS))
-        orders[model] = [[r["partition"] for r in mine if r["epoch"] == e] for e in range(EPOCHS)]
-        assert [sorted(epoch) for epoch in orders[model]] == [list(range(PARTITIONS))] * EPOCHS
+    orders = partition_orders(records, list(configs), PARTITIONS, EPOCHS)
     assert all(r["worker"].endswith(f"-partition-{r['partition']}") for r in records)
 
     # Each worker process read its own partition only; the cancelled job's partition was
     # read again by its replacement, a new SLURM job (three jobs' output files in all).
     log = [json.loads(line) for line in reads.read_text().splitlines()]
     assert all(e["reader"].endswith(f"-partition-{e['partition']}") for e in log)
-    by_process: dict[int, set[int]] = {}
-    for entry in log:
-        by_process.setdefault(entry["pid"], set()).add(entry["partition"])
-    assert all(len(parts) == 1 for parts in by_process.values()), by_process
+    by_process = partitions_by_process(log)
     (lost,) = by_process.pop(cancelled["pid"])
     assert any(lost in parts for parts in by_process.values())
     outputs = list((ultron_home / "slurm").glob(f"ultron-{name}*/*.out"))
