@@ -139,8 +139,15 @@ def _line(group: dict[str, list[Row]]) -> str:
     return (
         f"| {first.model} | {first.references} | {first.seen} | {covered.mean():.0%} "
         f"({min(rates):.0%}-{max(rates):.0%}) | {np.median(np.abs(mid - outcome)):.2f} | "
-        f"{np.nanmean(auc_p):.2f} | {np.nanmean(auc_reached):.2f} | {brier:.3f} |"
+        f"{_mean_of_known(auc_p)} | {_mean_of_known(auc_reached)} | {brier:.3f} |"
     )
+
+
+def _mean_of_known(values: list[float]) -> str:
+    """The mean of the values that are known (an AUC is NaN where a task has no winner, or
+    only winners), or ``-`` where none is."""
+    known = [v for v in values if not np.isnan(v)]
+    return f"{np.mean(known):.2f}" if known else "-"
 
 
 def table(per_task: dict[str, list[Row]], *, configs: int, few: int, fallback: int) -> str:
