@@ -129,10 +129,12 @@ def _check_before_holding(
     """The checks that refuse a run without writing anything: against the stored first run
     of the id, or, for a first run, that its storage holds no results of the id and that its
     ``warm_start`` names the tenant's own jobs."""
-    if store.stored_spec() is None and not store.trial_count():
+    stored = store.stored_spec()
+    if stored is not None:
+        check_stored_spec(store, stored, job, code_hash=code)
+    elif not store.trial_count():
         check_no_foreign_results(job_results_url(job.storage, job_id), job_id)
         check_sources(client, job, job_id)  # warm_start names the tenant's own jobs
-    check_stored_spec(store, job, code_hash=code)
 
 
 def _finalized(run: JobRun, job: JobSpec, job_id: str, finalize: Finalize) -> Iterator[JobRun]:

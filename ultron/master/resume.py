@@ -176,25 +176,21 @@ def check_or_store_spec(store: JobStore, spec: JobSpec, *, code_hash: str) -> bo
             return True
         stored = store.stored_spec()  # another run of the same id stored it in between
         assert stored is not None  # save_spec stores it unless it is there
-    _check_stored(store, stored, spec, code_hash=code_hash)
+    check_stored_spec(store, stored, spec, code_hash=code_hash)
     return False
 
 
-def check_stored_spec(store: JobStore, spec: JobSpec, *, code_hash: str) -> None:
-    """The read-only half of :func:`check_or_store_spec`: check a run against its job id's
-    stored first run, if there is one, and write nothing. A run refused here leaves the job's
-    record as it was (the job's lifecycle calls it before it takes the job's lease, whose
-    heartbeat writes to the record; :func:`check_or_store_spec` checks again under the lease).
+def check_stored_spec(
+    store: JobStore, stored: StoredSpec, spec: JobSpec, *, code_hash: str
+) -> None:
+    """The read-only half of :func:`check_or_store_spec`: check a run against ``stored``, its
+    job id's first run, and write nothing. A run refused here leaves the job's record as it
+    was (the job's lifecycle calls it before it takes the job's lease, whose heartbeat writes
+    to the record; :func:`check_or_store_spec` checks again under the lease).
 
     Raises:
         SpecError: as :func:`check_or_store_spec`.
     """
-    stored = store.stored_spec()
-    if stored is not None:
-        _check_stored(store, stored, spec, code_hash=code_hash)
-
-
-def _check_stored(store: JobStore, stored: StoredSpec, spec: JobSpec, *, code_hash: str) -> None:
     check_resume(
         stored.spec,
         spec,
