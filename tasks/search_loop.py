@@ -26,7 +26,7 @@ from ultron.master.hopper_search import data_fingerprint, run_hopper_search
 from ultron.master.job_state import JobState, JobStatus, JobStore
 from ultron.master.loops import Master, SearchSettings
 from ultron.master.scaler import Scaler
-from ultron.master.score_cache import ScoreCache, job_score_cache
+from ultron.master.score_cache import job_score_cache
 from ultron.master.warm_start import WarmStartPrior, read_prior
 from ultron.paths import job_results_url, scratch_dir
 from ultron.redis.client import connect
@@ -59,14 +59,6 @@ def _warm_start_prior(spec: JobSpec, client: Any, job_id: str) -> WarmStartPrior
     return read_prior(client, spec, job_id)
 
 
-def _score_cache(
-    spec: JobSpec, env: TrialEnvironment, client: Any, namespace: str, data_hash: str | None
-) -> ScoreCache:
-    return job_score_cache(
-        spec, client, code_hash=env.code_hash, namespace=namespace, data_hash=data_hash
-    )
-
-
 def _hopper_search(
     spec: JobSpec, job_id: str, env: TrialEnvironment, resources: JobResources, client: Any,
     store: JobStore, state: JobState, strategy: HPOAlgorithm, stopper: Stopper | None,
@@ -79,8 +71,9 @@ def _hopper_search(
         run_hopper_search(
             spec, job_id, client=cluster.client, store=store, state=state,
             strategy=strategy, stopper=stopper,
-            cache=_score_cache(
-                spec, env, client, store.namespace, data_fingerprint(spec.data.url)
+            cache=job_score_cache(
+                spec, client, code_hash=env.code_hash, namespace=store.namespace,
+                data_hash=data_fingerprint(spec.data.url),
             ),
             code_paths=worker_paths(env)[1], check=lambda: _check_lease(resources, job_id),
             on_result=progress.update, own_workers=cluster.cluster is not None,
@@ -176,12 +169,12 @@ def search_loop(
             metrics=asked_metrics(spec),
         ),
         strategy=strategy,
-        cache=_score_cache(
+        cache=job_score_cache(
             spec,
-            env,
             client,
-            store.namespace,
-            resources.data.fingerprint() if resources.data is not None else None,
+            code_hash=env.code_hash,
+            namespace=store.namespace,
+            data_hash=resources.data.fingerprint() if resources.data is not None else None,
         ),
         dispatcher=dispatcher,
         store=store,
