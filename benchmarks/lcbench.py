@@ -141,41 +141,47 @@ def _hyperband(workers: int, clock: SimulatedClock, target: float) -> Stopper:
     return Hyperband(direction="maximize", max_resource=EPOCHS, reduction_factor=3)
 
 
-def _bandit(workers: int, clock: SimulatedClock, target: float) -> Stopper:
+# POP, Bandit and EarlyTerm's factories take ``options``: keyword arguments of the stopper on top
+# of the suite's (benchmarks.pop_variants tries other settings through them).
+
+
+def _bandit(workers: int, clock: SimulatedClock, target: float, **options: Any) -> Stopper:
     # HyperDrive's Bandit (epsilon 0.5) on POP's evaluation boundaries (4, 9, 14, ...): the
     # paper's b = 10 and 30 were set for CIFAR-10, and one grid keeps the three comparable.
-    return Bandit(
-        direction="maximize", max_resource=EPOCHS, min_resource=MIN_RESOURCE, interval=INTERVAL
-    )
+    grid = {"min_resource": MIN_RESOURCE, "interval": INTERVAL}
+    return Bandit(**{"direction": "maximize", "max_resource": EPOCHS, **grid, **options})
 
 
-def _earlyterm(workers: int, clock: SimulatedClock, target: float) -> Stopper:
+def _earlyterm(workers: int, clock: SimulatedClock, target: float, **options: Any) -> Stopper:
     return EarlyTerm(
-        direction="maximize",
-        max_resource=EPOCHS,
-        min_resource=MIN_RESOURCE,
-        interval=INTERVAL,
-        bounds=(0.0, 100.0),
-        bootstrap=6,
-        seed=0,
+        **{
+            "direction": "maximize",
+            "max_resource": EPOCHS,
+            "min_resource": MIN_RESOURCE,
+            "interval": INTERVAL,
+            "bounds": (0.0, 100.0),
+            "bootstrap": 6,
+            "seed": 0,
+            **options,
+        }
     )
 
 
-def _pop(
-    workers: int, clock: SimulatedClock, target: float, *, raise_target_by: float | None = None
-) -> Stopper:
+def _pop(workers: int, clock: SimulatedClock, target: float, **options: Any) -> Stopper:
     return POP(
-        direction="maximize",
-        max_resource=EPOCHS,
-        target=target,
-        slots=workers,
-        interval=INTERVAL,
-        min_resource=MIN_RESOURCE,
-        bounds=(0.0, 100.0),
-        bootstrap=6,
-        seed=0,
-        clock=clock,
-        raise_target_by=raise_target_by,
+        **{
+            "direction": "maximize",
+            "max_resource": EPOCHS,
+            "target": target,
+            "slots": workers,
+            "interval": INTERVAL,
+            "min_resource": MIN_RESOURCE,
+            "bounds": (0.0, 100.0),
+            "bootstrap": 6,
+            "seed": 0,
+            "clock": clock,
+            **options,
+        }
     )
 
 

@@ -1,9 +1,9 @@
 """POP (or Bandit, EarlyTerm) with other options on LCBench tasks, against the suite's runs.
 
 Each run is the suite's own run (:func:`benchmarks.suite_job.run_one`: the real master on
-the simulated clock, the same target, budget and seed) with the suite's factory of the method
-swapped for one with ``--options`` on top of its settings (``benchmarks.lcbench``); the
-methods it is compared with (``--against``) come from the suite's run cache (run once if
+the simulated clock, the same target, budget and seed) with ``--options`` on top of the
+method's stopper settings (its factory in ``benchmarks.lcbench`` takes them); the methods it is
+compared with (``--against``) come from the suite's run cache (run once if
 missing). It prints each (task, seed)'s hours to target and the geometric means used in
 ``benchmarks/RESULTS.md`` ("POP at ASHA's speed"): the variant over random search, the others'
 time over the variant's on the pairs both reach, pairs reached.
@@ -21,61 +21,23 @@ from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
-import benchmarks.lcbench as lcbench
 import benchmarks.lcbench_suite as suite
 import benchmarks.suite_job as suite_job
 from benchmarks.suite_runs import RunCache, SuiteSettings
-from ultron.algorithms.stoppers import POP, Bandit, EarlyTerm, Stopper
-from ultron.simulation.benchmark import SimulatedClock
 
 # The curve model's 10 tasks (benchmarks/RESULTS.md, "POP with the calibrated curve model").
 TASKS = "3945,126029,167184,189354,146212,167201,167104,168908,189862,34539"
-_OPTIONS: dict[str, Any] = {}
-# The method's name in the suite, its factory's name there and its stopper class.
-_FACTORIES = {"POP (ours)": "_pop", "Bandit": "_bandit", "EarlyTerm": "_earlyterm"}
-_CLASSES: dict[str, type[Stopper]] = {"POP (ours)": POP, "Bandit": Bandit, "EarlyTerm": EarlyTerm}
-
-
-def _variant(method: str) -> Any:
-    """The suite's factory of ``method`` with ``_OPTIONS`` on top of its keyword arguments."""
-    original = getattr(lcbench, _FACTORIES[method])
-    cls = _CLASSES[method]
-
-    def make(workers: int, clock: SimulatedClock, target: float) -> Stopper:
-        if not _OPTIONS:  # the suite's own run
-            return original(workers, clock, target)
-        return cls(**{**_factory_arguments(method, workers, clock, target), **_OPTIONS})
-
-    return make
-
-
-def _factory_arguments(
-    method: str, workers: int, clock: SimulatedClock, target: float
-) -> dict[str, Any]:
-    """The suite factory's keyword arguments for ``method`` (``benchmarks/lcbench.py``)."""
-    grid = {"min_resource": lcbench.MIN_RESOURCE, "interval": lcbench.INTERVAL}
-    common = {"direction": "maximize", "max_resource": lcbench.EPOCHS, **grid}
-    if method == "Bandit":
-        return common
-    curves = {"bounds": (0.0, 100.0), "bootstrap": 6, "seed": 0}
-    if method == "EarlyTerm":
-        return {**common, **curves}
-    return {
-        **common,
-        **curves,
-        "target": target,
-        "slots": workers,
-        "clock": clock,
-    }
+# The methods whose stoppers take options (benchmarks.lcbench's factories).
+METHODS = ("POP (ours)", "Bandit", "EarlyTerm")
 
 
 def _cell(args: tuple[str, dict[str, Any], str, int, int, dict[str, float]]) -> dict[str, Any]:
     method, options, task, workers, seed, stats = args
-    _OPTIONS.clear()
-    _OPTIONS.update(options)
-    # the suite looks its factories up by name at each run
-    setattr(suite_job, _FACTORIES[method], _variant(method))
-    return suite_job.run_one(task, method, workers, seed, SuiteSettings(seeds=1), stats)
+    try:
+        settings = SuiteSettings(seeds=1)
+        return suite_job.run_one(task, method, workers, seed, settings, stats, options)
+    finally:
+        suite_job.bench(task).forget()  # its curves, as the suite forgets them per (task, seed)
 
 
 def _gmean(ratios: Sequence[float]) -> float:
@@ -85,7 +47,7 @@ def _gmean(ratios: Sequence[float]) -> float:
 def main(argv: Sequence[str] | None = None) -> str:
     """Run the variant on ``--tasks`` x ``--seeds`` at ``--workers``; return the summary line."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--method", default="POP (ours)", choices=sorted(_FACTORIES))
+    parser.add_argument("--method", default="POP (ours)", choices=METHODS)
     parser.add_argument("--options", default="{}", help="keyword arguments, as JSON")
     parser.add_argument("--workers", type=int, default=8)
     parser.add_argument("--tasks", default=TASKS, help="comma-separated task ids, or all")

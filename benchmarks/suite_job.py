@@ -121,9 +121,15 @@ def _pop_dynamic(workers: int, clock: SimulatedClock, target: float) -> Stopper:
 
 
 def method(
-    name: str, workers: int, seed: int, clock: SimulatedClock, target: float
+    name: str,
+    workers: int,
+    seed: int,
+    clock: SimulatedClock,
+    target: float,
+    options: dict[str, Any] | None = None,
 ) -> tuple[Any, Stopper | None]:
-    """The strategy and the stopper of method ``name`` (one object for a peer)."""
+    """The strategy and the stopper of method ``name`` (one object for a peer); ``options``:
+    the stopper's keyword arguments on top of the suite's (POP, Bandit and EarlyTerm)."""
     if name == "Optuna TPE+Hyperband":
         from benchmarks.optuna_peer import OptunaPeer
 
@@ -146,7 +152,7 @@ def method(
     }
     make = stoppers[name]
     random = RandomSearch(SPACE, seed=seed, direction="maximize")
-    return random, make(workers, clock, target) if make else None
+    return random, make(workers, clock, target, **(options or {})) if make else None
 
 
 def run_one(
@@ -156,13 +162,14 @@ def run_one(
     seed: int,
     settings: SuiteSettings,
     stats: dict[str, float],
+    options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """One simulated job of method ``name``; its time to target (h, ``inf`` if never), regret
-    and counts."""
+    """One simulated job of method ``name`` (its stopper with ``options``, see :func:`method`);
+    its time to target (h, ``inf`` if never), regret and counts."""
     surrogate = bench(task)
     clock = SimulatedClock()
     horizon = stats["t52"] * settings.budget / workers
-    strategy, stopper = method(name, workers, seed, clock, stats["target"])
+    strategy, stopper = method(name, workers, seed, clock, stats["target"], options)
     deadline = Deadline(strategy, stopper, clock, target=stats["target"], budget=horizon)
     started = time.process_time()
     try:

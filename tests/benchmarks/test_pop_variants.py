@@ -1,14 +1,10 @@
-"""pop_variants builds the suite's stoppers: with options that change nothing, the same stopper.
-
-Its copy of the suite factories' arguments (``benchmarks/lcbench.py``) must not drift from them,
-or every attempt it records is measured against another POP, Bandit or EarlyTerm. No surrogate
-needed: the stoppers are compared as built.
-"""
+"""pop_variants runs the suite's own stoppers with options on top: no options build the suite's
+stopper, an option overrides that one setting and keeps the rest. No surrogate needed: the
+stoppers are compared as built."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -16,13 +12,9 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture
-def variants(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    """``benchmarks.pop_variants`` from the checkout (not installed)."""
-    monkeypatch.syspath_prepend(str(REPO))
-    import benchmarks.pop_variants
-
-    return benchmarks.pop_variants
+@pytest.fixture(autouse=True)
+def _benchmarks_importable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(REPO))  # the benchmarks package runs from the checkout
 
 
 def _settings(stopper: Any) -> dict[str, Any]:
@@ -35,18 +27,18 @@ def _settings(stopper: Any) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("method", ["POP (ours)", "Bandit", "EarlyTerm"])
-def test_a_variant_with_the_suite_grid_is_the_suite_stopper(
-    variants: ModuleType, method: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_options_override_one_setting_of_the_suite_stopper(method: str) -> None:
     from benchmarks import lcbench
+    from benchmarks.pop_variants import METHODS
+    from benchmarks.suite_job import method as suite_method
     from ultron.simulation.benchmark import SimulatedClock
 
-    factory = getattr(lcbench, variants._FACTORIES[method])
+    assert method in METHODS
     clock = SimulatedClock()
-    suite_stopper = factory(8, clock, 90.0)
-    # An option equal to the suite's own value: the variant is built from its copy of the
-    # factory's arguments rather than by the factory.
-    monkeypatch.setattr(variants, "_OPTIONS", {"interval": lcbench.INTERVAL})
-    variant = variants._variant(method)(8, clock, 90.0)
-    assert type(variant) is type(suite_stopper)
-    assert _settings(variant) == _settings(suite_stopper)
+    _, suite_stopper = suite_method(method, 8, 0, clock, 90.0)
+    _, same = suite_method(method, 8, 0, clock, 90.0, {})
+    _, other = suite_method(method, 8, 0, clock, 90.0, {"interval": lcbench.INTERVAL + 2})
+    assert type(same) is type(other) is type(suite_stopper)
+    assert _settings(same) == _settings(suite_stopper)
+    changed = {k for k, v in _settings(other).items() if _settings(suite_stopper)[k] != v}
+    assert "interval" in changed and other.interval == lcbench.INTERVAL + 2
