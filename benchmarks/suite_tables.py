@@ -51,7 +51,6 @@ def per_task(suite: dict[str, Any]) -> dict[tuple[str, str, int], dict[str, Any]
                     "reached": sum(math.isfinite(r["hours"]) for r in runs),
                     "seeds": len(runs),
                     "regret": statistics.fmean(r["regret"] for r in runs),
-                    "cpu_s": sum(r["cpu_s"] for r in runs),
                 }
     return out
 

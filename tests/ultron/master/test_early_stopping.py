@@ -12,18 +12,9 @@ import redis
 from ultron.algorithms.stoppers import POP, Decision
 from ultron.master.early_stopping import StopperDriver
 from ultron.redis import keys
+from ultron.simulation.benchmark import SimulatedClock
 
 TRIAL = "0000"
-
-
-class Clock:
-    """The time, set by the test: a step reported at ``t`` seconds."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def _driver(client: Any = None, job_id: str = "job", **options: Any) -> tuple[StopperDriver, POP]:
@@ -37,7 +28,7 @@ def _driver(client: Any = None, job_id: str = "job", **options: Any) -> tuple[St
             "interval": 2,
             "bootstrap": 2,
             "seed": 0,
-            "clock": Clock(),
+            "clock": SimulatedClock(),  # the time, set by the test
             **options,
         }
     )

@@ -36,7 +36,7 @@ from ultron.worker.runner import run_trial
         (Fraction(1, 4), 0.25),
     ],
 )
-def test_real_numbers_are_theobjective_and_metrics(value: Any, expected: float) -> None:
+def test_real_numbers_are_the_objective(value: Any, expected: float) -> None:
     objective, metrics = objective_and_metrics(value, "loss")
     assert objective == expected and type(objective) is float
     assert metrics == {"loss": expected}
