@@ -18,14 +18,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
+
+from benchmarks.first_trial import timed_ultron_run
 
 HERE = Path(__file__).parent
 QUICKSTART = HERE.parent / "examples" / "quickstart"
@@ -35,26 +33,17 @@ TARGET_S = 3.0  # issue 30: the quickstart's second run, on 2 cores
 def command_run(folder: Path) -> dict[str, Any]:
     """Run ``ultron run job.yaml`` in ``folder``; its wall and CPU seconds, the load as it
     started, how many trials the cache answered and whether its workers started."""
-    command = [str(Path(sys.executable).parent / "ultron"), "run", "job.yaml"]
     load = os.getloadavg()[0]
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    started = time.perf_counter()
-    done = subprocess.run(command, cwd=folder, capture_output=True, text=True, check=False)
-    wall = time.perf_counter() - started
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if done.returncode != 0:
-        raise RuntimeError(f"ultron run failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    _, wall, cpu = timed_ultron_run(["job.yaml"], cwd=folder)
     latest = max((folder / "ultron-runs").iterdir(), key=lambda p: p.stat().st_mtime)
     best = json.loads((latest / "best.json").read_text())
-    cached = sum(
-        1 for t in json.loads((latest / "trials.json").read_text()) if t.get("status") == "cached"
-    )
+    trials = json.loads((latest / "trials.json").read_text())
     return {
         "wall_s": wall,
         "cpu_s": cpu,
         "load": load,
-        "cached": cached,
+        "trials": len(trials),
+        "cached": sum(1 for t in trials if t.get("status") == "cached"),
         "workers": "start_workers" in best.get("timings", {}),
     }
 
@@ -88,7 +77,10 @@ def main() -> None:
     folder = Path(tempfile.mkdtemp(prefix="ultron-cached-job-")) / "quickstart"
     shutil.copytree(QUICKSTART, folder, ignore=shutil.ignore_patterns("ultron-runs"))
     first = command_run(folder)
-    print(f"first run: {first['wall_s']:.2f} s ({first['cached']} of 12 trials from the cache)")
+    print(
+        f"first run: {first['wall_s']:.2f} s ({first['cached']} of {first['trials']} trials "
+        "from the cache)"
+    )
     runs = []
     for index in range(1, args.runs + 1):
         runs.append(command_run(folder))

@@ -142,19 +142,30 @@ def command_run(storage: str, *, spawn: bool) -> dict[str, float]:
     path = Path(storage) / f"job-{uuid.uuid4().hex}.json"
     path.write_text(json.dumps(spec))
     env = _environ(spawn=spawn)
-    command = [str(Path(sys.executable).parent / "ultron"), "run", str(path)]
+    started, wall, cpu = timed_ultron_run([str(path)], env=env)
+    first_score = float(Path(stamp).read_text().split()[0])
+    return {"first_score_s": first_score - started, "wall_s": wall, "cpu_s": cpu}
+
+
+def timed_ultron_run(args: list[str], **kwargs: Any) -> tuple[float, float, float]:
+    """Run ``ultron run ARGS`` (``kwargs`` to :func:`subprocess.run`: ``cwd``, ``env``) and
+    time it: when it started (``time.time()``), its wall seconds, and the CPU seconds of the
+    command and what it waited for (not its workers, which its job ends: on a shared machine
+    CPU time moves less with the load than wall time).
+
+    Raises:
+        RuntimeError: the command failed; the end of its error output.
+    """
+    command = [str(Path(sys.executable).parent / "ultron"), "run", *args]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.time()
-    done = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
-    ended = time.time()
+    done = subprocess.run(command, capture_output=True, text=True, check=False, **kwargs)
+    wall = time.time() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         raise RuntimeError(f"ultron run failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    first_score = float(Path(stamp).read_text().split()[0])
-    # CPU time of the command and what it waited for (not its workers, which its job ends):
-    # on a shared machine it moves less with the load than the wall time.
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return {"first_score_s": first_score - started, "wall_s": ended - started, "cpu_s": cpu}
+    return started, wall, cpu
 
 
 def _environ(*, spawn: bool) -> dict[str, str]:
