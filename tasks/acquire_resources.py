@@ -253,6 +253,7 @@ def start_workers(
             memory_limit=memory,  # the trials' own limit, or they would not use these processes
             gpu_memory_fraction=spec.resources.gpu_memory_fraction,
             cuda=bool(spec.resources.gpu),
+            threads=spec.resources.threads,
         )
     except BaseException:
         cluster.close()

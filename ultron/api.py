@@ -13,6 +13,7 @@ from types import FrameType
 from typing import Any
 
 from ultron.cluster.factory import check_scheduler, stop_warm_workers
+from ultron.cluster.forkserver import restoring_environ
 from ultron.cluster.gpus import check_local_gpus
 from ultron.errors import JobCancelledError, UltronError
 from ultron.master.cancel import CANCEL, handling_signals
@@ -86,7 +87,8 @@ def run(
             "jobs side by side in separate processes (ultron run, or one process per job)"
         )
     try:
-        return _run_flow(job, job_id)
+        with restoring_environ():  # Dask's nannies set theirs in this process
+            return _run_flow(job, job_id)
     finally:
         stop_warm_workers()  # started with the job's local cluster, if it needed one
         _one_job.release()

@@ -96,6 +96,9 @@ class TrialRequest(_Serial):
     # A fractional resources.gpu: the share of its GPU's memory the trial process may hold
     # (ultron.worker.gpu_memory); None for whole GPUs or none.
     gpu_memory_fraction: float | None = None
+    # The spec's resources.cpu in whole cores: the trial process's OpenMP, MKL and OpenBLAS
+    # threads (ultron.worker.threads).
+    threads: int = 1
     # Population-based training's exploit: before this attempt the worker replaces the trial's
     # checkpoints with the newest one of trial ``exploit_from`` (its folder on this machine,
     # else its committed checkpoints in the store).

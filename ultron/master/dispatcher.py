@@ -129,6 +129,7 @@ class TrialDispatcher:
             memory_limit=_memory_limit(self.spec.resources.memory),
             deterministic=self.spec.deterministic,
             gpu_memory_fraction=self.spec.resources.gpu_memory_fraction,
+            threads=self.spec.resources.threads,
         )
 
     def start(self, *requests: TrialRequest) -> None:

@@ -108,6 +108,12 @@ class Resources(Strict):
         return self.gpu if uses_gpu else max(1, math.ceil(self.cpu))
 
     @property
+    def threads(self) -> int:
+        """Threads a trial's numeric libraries use (OpenMP's, MKL's, OpenBLAS's): its ``cpu``
+        in whole cores, at least one (:mod:`ultron.worker.threads`)."""
+        return max(1, math.ceil(self.cpu))
+
+    @property
     def gpu_memory_fraction(self) -> float | None:
         """The share of its GPU's memory a trial may hold: ``gpu`` when a fraction of one GPU,
         None for whole GPUs (the trial's own) or none (``ultron.worker.gpu_memory``).

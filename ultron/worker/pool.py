@@ -37,6 +37,7 @@ from typing import Any
 from ultron.secrets import trial_environ
 from ultron.worker.devices import gpu_environ, trial_gpus
 from ultron.worker.isolation import descendants, hide_from_trials
+from ultron.worker.threads import compute_environ
 
 __all__ = ["ProcessDied", "WarmProcess", "checkin", "checkout", "shutdown_processes", "warm_up"]
 
@@ -75,6 +76,7 @@ class WarmProcess:
         object_store: bool = False,
         gpus: str | None = None,
         gpu_memory_fraction: float | None = None,
+        threads: int = 1,
     ) -> None:
         self.python = python
         self.code_paths = tuple(code_paths)
@@ -82,8 +84,10 @@ class WarmProcess:
         self.object_store = object_store
         self.gpus = gpus  # its CUDA_VISIBLE_DEVICES (ultron.worker.devices); None: the worker's
         self.gpu_memory_fraction = gpu_memory_fraction
+        self.threads = threads
         hide_from_trials()  # this worker's environment and memory hold the Redis URL
-        env = {**trial_environ(os.environ, object_store=object_store), **gpu_environ(gpus)}
+        env = compute_environ(trial_environ(os.environ, object_store=object_store), threads)
+        env.update(gpu_environ(gpus))
         parent, child = socket.socketpair()
         os.makedirs(os.path.dirname(log_path), exist_ok=True)
         command = [python, "-P", "-m", "ultron.worker.process", str(child.fileno())]
@@ -192,8 +196,9 @@ def _describe_exit(code: int) -> str:
 # serves another's, its limit cannot be lifted, and one started with credentials never runs a
 # trial that must not have them. A thread takes one out while it runs a trial, so a worker with
 # several threads runs several. CUDA fixes its GPUs when it starts, so they are in the key too,
-# and so is the GPU memory cap (TensorFlow's cannot change once set).
-_PoolKey = tuple[str, tuple[str, ...], int | None, bool, str | None, float | None]
+# and so is the GPU memory cap (TensorFlow's cannot change once set), and its threads (the
+# numeric libraries size their pools at import).
+_PoolKey = tuple[str, tuple[str, ...], int | None, bool, str | None, float | None, int]
 _idle: dict[_PoolKey, list[WarmProcess]] = {}
 _lock = threading.Lock()
 
@@ -214,11 +219,12 @@ def checkout(
     memory_limit: int | None = None,
     object_store: bool = False,
     gpu_memory_fraction: float | None = None,
+    threads: int = 1,
 ) -> WarmProcess:
     python = _interpreter(python)
     paths = tuple(path for path in code_paths if os.path.isdir(path))
     gpus = trial_gpus()
-    key = (python, paths, memory_limit, object_store, gpus, gpu_memory_fraction)
+    key = (python, paths, memory_limit, object_store, gpus, gpu_memory_fraction, threads)
     with _lock:
         pool = _idle.setdefault(key, [])
         while pool:
@@ -227,14 +233,16 @@ def checkout(
                 return process
     return WarmProcess(
         python, paths, log_path=log_path, memory_limit=memory_limit, object_store=object_store,
-        gpus=gpus, gpu_memory_fraction=gpu_memory_fraction,
+        gpus=gpus, gpu_memory_fraction=gpu_memory_fraction, threads=threads,
     )  # fmt: skip
 
 
 def checkin(process: WarmProcess) -> None:
-    key = (process.python, process.code_paths, process.memory_limit, process.object_store)
+    p = process
+    key = (p.python, p.code_paths, p.memory_limit, p.object_store, p.gpus, p.gpu_memory_fraction,
+           p.threads)  # fmt: skip
     with _lock:
-        _idle.setdefault((*key, process.gpus, process.gpu_memory_fraction), []).append(process)
+        _idle.setdefault(key, []).append(process)
 
 
 def warm_up(
@@ -247,20 +255,22 @@ def warm_up(
     object_store: bool = False,
     gpu_memory_fraction: float | None = None,
     cuda: bool = False,
+    threads: int = 1,
 ) -> int:
     """Start ``slots`` trial processes on this worker and import the model in each; with
     ``cuda`` (a GPU job) each also imports PyTorch and starts CUDA
     (:func:`~ultron.worker.cuda_warmup.start_cuda`; nothing without a GPU).
 
-    ``memory_limit``, ``object_store`` and ``gpu_memory_fraction`` must be the trials'
-    (``TrialRequest.memory_limit``, :func:`reads_object_store` of ``TrialRequest.data``,
-    ``TrialRequest.gpu_memory_fraction``) for them to use these.
+    ``memory_limit``, ``object_store``, ``gpu_memory_fraction`` and ``threads`` must be the
+    trials' (``TrialRequest.memory_limit``, :func:`reads_object_store` of
+    ``TrialRequest.data``, ``TrialRequest.gpu_memory_fraction``, ``TrialRequest.threads``)
+    for them to use these.
     """
     started = []
     for _ in range(slots):
         log_path = os.path.join(log_dir, f"worker-{os.getpid()}.log")
         process = checkout(
-            python, code_paths, log_path, memory_limit, object_store, gpu_memory_fraction
+            python, code_paths, log_path, memory_limit, object_store, gpu_memory_fraction, threads
         )
         answer = process.call(
             {"op": "import", "model": model, "cuda": cuda}, timeout=_START_TIMEOUT_S

@@ -255,6 +255,7 @@ def run_trial(request_data: dict[str, Any]) -> dict[str, Any]:
         request.memory_limit,
         reads_object_store(request.data),
         request.gpu_memory_fraction,
+        request.threads,
     )
     base = {
         "trial_id": request.trial_id,

@@ -28,6 +28,7 @@ SCRIPT = textwrap.dedent(
     import json, multiprocessing.forkserver, os, signal, sys
 
     from ultron.cluster.factory import start_cluster, stop_warm_workers, warm_local_workers
+    from ultron.cluster.forkserver import restoring_environ
     from ultron.spec.loader import load_spec
 
     def workers(spec):
@@ -56,9 +57,14 @@ SCRIPT = textwrap.dedent(
             "search_space": {"x": [1.0, 2.0]}, "parallelism": 2,
         })
         os.environ["ULTRON_TEST_PROBE"] = "before"
-        warm_local_workers(spec)
-        server = multiprocessing.forkserver._forkserver._forkserver_pid
-        rounds = {"first": workers(spec), "again": workers(spec)}
+        dask_set = ("MALLOC_TRIM_THRESHOLD_", "OMP_NUM_THREADS")
+        with restoring_environ():  # as ultron.run runs a job
+            warm_local_workers(spec)
+            server = multiprocessing.forkserver._forkserver._forkserver_pid
+            rounds = {"first": workers(spec)}
+            during = {name: os.environ.get(name) for name in dask_set}
+        after = {name: os.environ.get(name) for name in dask_set}
+        rounds["again"] = workers(spec)
         os.umask(0o077)  # the forkserver has the umask of before
         rounds["umask"] = workers(spec)
         os.umask(0o022)
@@ -72,7 +78,7 @@ SCRIPT = textwrap.dedent(
         stop_warm_workers()
         print(json.dumps({
             "master": os.getpid(), "forkserver": server, "rounds": rounds,
-            "stopped": stopped, "second": again,
+            "stopped": stopped, "second": again, "during": during, "after": after,
         }))
     """
 )
@@ -81,7 +87,12 @@ SCRIPT = textwrap.dedent(
 def _run(tmp_path: Path, **env: str) -> dict[str, Any]:
     script = tmp_path / "forked.py"
     script.write_text(SCRIPT)
-    environ = {k: v for k, v in os.environ.items() if k not in ("ULTRON_DASK_ADDRESS", *env)}
+    # Without what Dask's nannies set in this process if a test before started a local cluster
+    # here: the script sees them set and undone.
+    dask_set = ("MALLOC_TRIM_THRESHOLD_", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+    environ = {
+        k: v for k, v in os.environ.items() if k not in ("ULTRON_DASK_ADDRESS", *dask_set, *env)
+    }
     done = subprocess.run(
         [sys.executable, str(script), str(TOY)],
         capture_output=True,
@@ -127,6 +138,10 @@ def test_workers_fork_from_the_warm_forkserver_while_the_environment_is_the_same
     restarted = rounds["restarted"]
     assert {w["ppid"] for w in restarted} == {seen["second"]}, rounds
     assert {w["probe"] for w in restarted} == {"after"}, rounds
+    # Dask's nannies (and the forkserver's start) set their variables in the job's process; the
+    # job's end takes them back, so processes the program starts later do not inherit them.
+    assert seen["during"] == {"MALLOC_TRIM_THRESHOLD_": "65536", "OMP_NUM_THREADS": "1"}, seen
+    assert seen["after"] == {"MALLOC_TRIM_THRESHOLD_": None, "OMP_NUM_THREADS": None}, seen
 
 
 def test_the_baseline_setting_spawns_every_worker(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import distributed  # noqa: F401  # as in a Dask worker: its nanny's settings in Dask's config
 import pytest
 
 from ultron.trial_records import TrialRequest, TrialStatus
@@ -28,6 +29,13 @@ import os
 class Environ:
     def score(self, hp, checkpoint_path, resume):
         return {"score": 1.0, "env": sorted(os.environ), "pid": os.getpid()}
+
+
+class Settings:
+    def score(self, hp, checkpoint_path, resume):
+        names = ("MALLOC_TRIM_THRESHOLD_", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+                 "OPENBLAS_NUM_THREADS")
+        return {"score": 1.0, "env": {name: os.environ.get(name) for name in names}}
 """
 
 SECRETS = {
@@ -60,7 +68,11 @@ def worker_env(monkeypatch: pytest.MonkeyPatch, redis_url: str) -> None:
 
 
 def _request(
-    tmp_path: Path, code: Path, redis_url: str, data: dict[str, Any] | None
+    tmp_path: Path,
+    code: Path,
+    redis_url: str,
+    data: dict[str, Any] | None,
+    **fields: Any,
 ) -> dict[str, Any]:
     trial_id = uuid.uuid4().hex[:8]
     return TrialRequest(
@@ -76,6 +88,7 @@ def _request(
         redis_url=redis_url,
         code_paths=(str(code),),
         data=data,
+        **fields,
     ).to_dict()
 
 
@@ -143,3 +156,25 @@ def test_warm_up_starts_the_processes_the_trials_use(
 )
 def test_reads_object_store(data: dict[str, Any] | None, expected: bool) -> None:
     assert reads_object_store(data) is expected
+
+
+def test_a_trial_gets_its_threads_and_not_dask_s_allocator_setting(
+    tmp_path: Path, code_base: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Dask worker's environment holds what its nanny set: glibc's trim threshold and one
+    thread for OpenMP, MKL and OpenBLAS. A trial of ``resources.cpu: 3`` gets three threads and
+    the system's allocator, and a user's own setting stays (ultron.worker.threads)."""
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "65536")
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.setenv("MKL_NUM_THREADS", "1")
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "2")  # not Dask's value: the user's
+    request = _request(tmp_path, code_base, redis_url, None, threads=3)
+    request["model"] = "env_model:Settings"
+    answer = run_trial(request)
+    assert answer["status"] == TrialStatus.COMPLETED, answer.get("error")
+    assert answer["metrics"]["env"] == {
+        "MALLOC_TRIM_THRESHOLD_": None,
+        "OMP_NUM_THREADS": "3",
+        "MKL_NUM_THREADS": "3",
+        "OPENBLAS_NUM_THREADS": "2",
+    }
