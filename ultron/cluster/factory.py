@@ -195,7 +195,9 @@ def _local_cluster(spec: JobSpec) -> Any:
         from ultron.cluster.partitions import local_partition_cluster
 
         return local_partition_cluster(
-            spec.parallelism, dashboard_address=dashboard_address(spec.cluster)
+            spec.parallelism,
+            model_threads=spec.resources.threads,
+            dashboard_address=dashboard_address(spec.cluster),
         )
     # The job's first trial the cache cannot answer: the forkserver starts now, and imports
     # what the workers need while this process imports distributed for the scheduler.

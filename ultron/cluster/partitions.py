@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ultron.datamanager.partitions import resource_name
+from ultron.spec.sections import THREAD_VARIABLES
 
 __all__ = ["local_partition_cluster", "worker_args"]
 
@@ -34,26 +35,39 @@ def worker_args(partition: int, others: Mapping[str, float] | None = None) -> li
 
 
 def local_partition_cluster(
-    partitions: int, *, processes: bool = True, threads: int = 1, **scheduler_options: Any
+    partitions: int,
+    *,
+    processes: bool = True,
+    threads: int = 1,
+    model_threads: int = 1,
+    **scheduler_options: Any,
 ) -> Any:
     """A ``SpecCluster`` on this machine with one worker per partition, worker ``k`` holding
     ``partition-<k>``; ``processes``: each worker a process under a nanny (which restarts it
     if it dies), else threads of this process.
 
+    The models train in these workers' processes, so each gets a trial's settings
+    (:mod:`ultron.worker.threads`), not Dask's for its workers: ``model_threads`` threads for
+    OpenMP, MKL and OpenBLAS, and glibc's default trim threshold.
+
     Raises:
         ValueError: ``partitions`` is below 1.
     """
+    import dask
     from distributed import Nanny, Scheduler, SpecCluster, Worker
 
     if partitions < 1:
         raise ValueError(f"partitions is {partitions}; it must be at least 1")
     cls = Nanny if processes else Worker
+    nanny = {"env": dict.fromkeys(THREAD_VARIABLES, str(model_threads))} if processes else {}
     workers = {
         f"partition-worker-{k}": {
             "cls": cls,
-            "options": {"nthreads": threads, "resources": {resource_name(k): 1}},
+            "options": {"nthreads": threads, "resources": {resource_name(k): 1}, **nanny},
         }
         for k in range(partitions)
     }
     options = {"dashboard_address": ":0", **scheduler_options}
-    return SpecCluster(workers=workers, scheduler={"cls": Scheduler, "options": options})
+    # None: the nannies, made now, leave the variable unset (Dask's rule for its config).
+    with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}):
+        return SpecCluster(workers=workers, scheduler={"cls": Scheduler, "options": options})

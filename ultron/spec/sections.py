@@ -20,7 +20,7 @@ from pydantic import Field, StringConstraints, field_validator, model_validator
 from ultron.algorithms.base import Direction
 from ultron.spec.strict import Strict, non_finite, not_a_bool, rule_error
 
-__all__ = ["EarlyStopping", "Objective", "Resources", "gpu_share"]
+__all__ = ["THREAD_VARIABLES", "EarlyStopping", "Objective", "Resources", "gpu_share"]
 
 UserStopper = Annotated[
     str,
@@ -53,6 +53,11 @@ class Objective(Strict):
     )
 
     _target_not_bool = field_validator("target", mode="before")(not_a_bool)
+
+
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+"""The variables numeric libraries size their thread pools by (OpenMP's, PyTorch's included,
+MKL's and OpenBLAS's): a trial's are its ``Resources.threads``."""
 
 
 class Resources(Strict):
@@ -109,8 +114,8 @@ class Resources(Strict):
 
     @property
     def threads(self) -> int:
-        """Threads a trial's numeric libraries use (OpenMP's, MKL's, OpenBLAS's): its ``cpu``
-        in whole cores, at least one (:mod:`ultron.worker.threads`)."""
+        """Threads a trial's numeric libraries use (:data:`THREAD_VARIABLES`): its ``cpu`` in
+        whole cores, at least one (:mod:`ultron.worker.threads`)."""
         return max(1, math.ceil(self.cpu))
 
     @property

@@ -27,11 +27,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-__all__ = ["THREAD_VARIABLES", "compute_environ", "dask_environ"]
+from ultron.spec.sections import THREAD_VARIABLES
 
-THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
-"""The variables numeric libraries size their thread pools by: OpenMP's (PyTorch's too), MKL's
-and OpenBLAS's."""
+__all__ = ["compute_environ", "dask_environ"]
 
 _ALLOCATOR = ("MALLOC_TRIM_THRESHOLD_",)
 
