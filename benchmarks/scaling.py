@@ -16,6 +16,9 @@ For each mode, against its own P=1 time T1: speed-up ``T1 / TP`` and efficiency
 ``T1 / (P x TP)``, on the search's time and on the trials' span (the first trial's start to
 the last one's end, by the trials' own clocks: the search without its start-up, which for
 ultron includes starting the cluster and the warm trial processes).
+The table also gives the trials' mean time (each trial's own start to end: what a trial costs
+without the dispatch between two) and, for ultron, how long its cluster and warm trial
+processes took to start (inside the search, at its first trial).
 P values above the machine's cores are left out (each trial takes one).
 It writes ``scaling.md`` (the table, with command, cores, date and commit), ``scaling.json``
 and ``scaling.png`` (wall time, speed-up and efficiency against P) into ``--out``.
@@ -59,6 +62,12 @@ class Run:
     # From the first trial's start to the last trial's end, as the trials' own clocks say
     # (0: not known). Without the job's start-up: the warm trial processes, Optuna's workers.
     span_s: float = 0.0
+    # The mean of the trials' own times (each from its start to its end, by its own clock; for
+    # Optuna as the study recorded them): what a trial costs without the dispatch between two.
+    trial_s: float = 0.0
+    # ultron: the seconds its cluster and warm trial processes took to start (at the first
+    # trial, inside the search); Optuna's clock starts once its processes are ready.
+    start_s: float = 0.0
 
 
 def scaling_model() -> ModuleType:
@@ -124,16 +133,17 @@ def run_ultron(
     if result.cache_hits or len(result.trials) != configs:
         raise RuntimeError(f"ultron ran {len(result.trials)} trials, {result.cache_hits} cached")
     scores = {int(t.hyperparameters["config"]): float(t.score) for t in result.trials}
-    span = max(t.metrics["ended_at"] for t in result.trials) - min(
-        t.metrics["started_at"] for t in result.trials
-    )
+    starts = [t.metrics["started_at"] for t in result.trials]
+    ends = [t.metrics["ended_at"] for t in result.trials]
     return Run(
         f"ultron {loop}",
         parallelism,
         result.timings["search_loop"],
         sum(result.timings.values()),
         scores,
-        span,
+        max(ends) - min(starts),
+        sum(e - s for s, e in zip(starts, ends, strict=True)) / len(starts),
+        result.timings.get("start_workers", 0.0),
     )
 
 
@@ -146,6 +156,14 @@ def _optuna_span(study: Any) -> float:
     trials = study.get_trials(deepcopy=False)
     ended = max(t.datetime_complete for t in trials)
     return float((ended - min(t.datetime_start for t in trials)).total_seconds())
+
+
+def _optuna_trial_s(study: Any) -> float:
+    """The trials' mean time, from each one's start to its end as the study recorded them."""
+    trials = study.get_trials(deepcopy=False)
+    return sum((t.datetime_complete - t.datetime_start).total_seconds() for t in trials) / len(
+        trials
+    )
 
 
 def run_optuna_threads(parallelism: int, configs: int, epochs: int) -> Run:
@@ -168,6 +186,7 @@ def run_optuna_threads(parallelism: int, configs: int, epochs: int) -> Run:
         ended - started,
         _optuna_scores(study),
         _optuna_span(study),
+        _optuna_trial_s(study),
     )
 
 
@@ -180,7 +199,7 @@ def run_optuna_journal(parallelism: int, configs: int, epochs: int, folder: str)
         Objective(epochs), configs, parallelism, folder, enqueue=enqueue, direction="maximize"
     )
     scores, span = _optuna_scores(study), _optuna_span(study)
-    return Run("optuna journal", parallelism, search, total, scores, span)
+    return Run("optuna journal", parallelism, search, total, scores, span, _optuna_trial_s(study))
 
 
 def efficiency_rows(runs: Sequence[Run]) -> list[dict[str, Any]]:
@@ -209,6 +228,8 @@ def efficiency_rows(runs: Sequence[Run]) -> list[dict[str, Any]]:
                 "efficiency": speedup / run.parallelism,
                 "span_s": run.span_s or None,
                 "span_efficiency": span_speedup / run.parallelism if span_speedup else None,
+                "trial_s": run.trial_s or None,
+                "start_s": run.start_s or None,
             }
         )
     return rows
@@ -257,15 +278,17 @@ def table(rows: Sequence[dict[str, Any]], about: dict[str, Any], configs: int, e
         f"load average at the end {about['load_average'][0]:.1f}",
         "",
         "| mode | P | trials | search s | speed-up | efficiency | whole s | trials' span s "
-        "| span efficiency |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| span efficiency | mean trial s | workers' start s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in sorted(rows, key=lambda r: (MODES.index(r["mode"]), r["parallelism"])):
         span, span_eff = row.get("span_s"), row.get("span_efficiency")
+        trial, start = row.get("trial_s"), row.get("start_s")
         lines.append(
             f"| {row['mode']} | {row['parallelism']} | {row['trials']} | {row['search_s']:.2f} "
             f"| {row['speedup']:.2f} | {row['efficiency']:.1%} | {row['total_s']:.2f} "
-            f"| {f'{span:.2f}' if span else '-'} | {f'{span_eff:.1%}' if span_eff else '-'} |"
+            f"| {f'{span:.2f}' if span else '-'} | {f'{span_eff:.1%}' if span_eff else '-'} "
+            f"| {f'{trial:.3f}' if trial else '-'} | {f'{start:.2f}' if start else '-'} |"
         )
     return "\n".join(lines)
 
