@@ -312,21 +312,40 @@ class MasterCore:
 
     def _write_back(self) -> None:
         """Write what the loop deferred: the score cache's new entries, then the new rows with
-        the strategy's and the stopper's state and the running record (one transaction)."""
-        self._write_puts()
+        the strategy's and the stopper's state and the running record, in one transaction
+        where the cache lives in the job's Redis (one round trip a result, not two)."""
         rows, self._unsaved = self._unsaved, []
-        self._checkpoint(rows)
+        # A simulation's in-memory store and cache have no Redis client.
+        client = getattr(self.store, "client", None)
+        if client is None or getattr(self.cache, "client", None) is not client:
+            self._write_puts()
+            self._checkpoint(rows)
+            return
+        puts, self._puts = list(self._puts.values()), {}
 
-    def _checkpoint(self, new: Sequence[TrialResult] = (), *, final: bool = False) -> None:
+        def write_puts(pipe: Any) -> None:
+            for config, entry in puts:
+                self.cache.put(config, entry, pipe=pipe)
+
+        self._checkpoint(rows, first=write_puts)
+
+    def _checkpoint(
+        self,
+        new: Sequence[TrialResult] = (),
+        *,
+        final: bool = False,
+        first: Callable[[Any], None] | None = None,
+    ) -> None:
         """Save the strategy's and the stopper's state (with the suspended trials and the resumes
-        held for trials not yet returned), with the ``new`` rows of the table."""
+        held for trials not yet returned), with the ``new`` rows of the table; ``first``: other
+        writes for the same transaction (:meth:`JobStore.save`)."""
         snapshot, logged = self.calls.checkpoint(len(self.state.trials), final=final)
         self.state.search_seconds = round(self.watch.elapsed(), 3)
         if snapshot is not None:
             self.state.algorithm = snapshot
         if self.driver is not None:
             self.state.stopper = {**self.driver.state_dict(), **self.suspensions.state_dict()}
-        self.store.save(self.state, new, logged=logged)
+        self.store.save(self.state, new, logged=logged, first=first)
 
     def _check_failures(self, new: Sequence[TrialResult]) -> None:
         """Fail the job as soon as more than ``max_failed_share`` of its budget has failed."""

@@ -61,6 +61,7 @@ class Store(Protocol):
         new: Sequence[TrialResult] = (),
         *,
         logged: Sequence[list[Any]] | None = None,
+        first: Callable[[Any], None] | None = None,
     ) -> None: ...
 
     def flush(self) -> None:

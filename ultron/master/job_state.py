@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
@@ -184,6 +184,7 @@ class JobStore:
         new: Sequence[TrialResult] = (),
         *,
         logged: Sequence[list[Any]] | None = None,
+        first: Callable[[Any], None] | None = None,
     ) -> None:
         """Write the scalar state and the ``new`` rows (with their curves) in one transaction.
 
@@ -193,8 +194,12 @@ class JobStore:
             logged: ``None`` writes ``state.algorithm`` as the strategy's snapshot and empties
                 the strategy log; otherwise these calls (the tail of ``state.strategy_log``)
                 are appended to the log and the stored snapshot stays as it is.
+            first: queues writes of other keys of this Redis in the transaction, before the
+                job's own (the score cache's new entries: one round trip for both).
         """
         pipe = self.client.pipeline(transaction=True)
+        if first is not None:
+            first(pipe)
         scalars = {
             "status": str(state.status),
             "stopper": json.dumps(state.stopper) if state.stopper is not None else "",

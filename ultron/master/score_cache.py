@@ -250,10 +250,12 @@ class ScoreCache:
             for value, trial_id in zip(raw, trial_ids, strict=True)
         ]
 
-    def put(self, config: Config, entry: dict[str, Any]) -> None:
-        """Cache ``entry`` (score, metrics, where it came from) for ``config``."""
+    def put(self, config: Config, entry: dict[str, Any], *, pipe: Any = None) -> None:
+        """Cache ``entry`` (score, metrics, where it came from) for ``config``; with ``pipe``
+        (a pipeline of this cache's Redis) queued in it instead of written now."""
         entry = stored_entry(entry, metric=self.metric)
-        self.client.hset(self.key, self.field(config), json.dumps(entry))
+        writer = self.client if pipe is None else pipe
+        writer.hset(self.key, self.field(config), json.dumps(entry))
 
     def field(self, config: Config) -> str:
         """The hash field of ``config`` (see :func:`cache_field`)."""

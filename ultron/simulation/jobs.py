@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,6 +73,7 @@ class MemoryStore:
         new: Sequence[TrialResult] = (),
         *,
         logged: Sequence[list[Any]] | None = None,
+        first: Callable[[Any], None] | None = None,
     ) -> None:
         self.saves += 1
 

@@ -122,12 +122,14 @@ def _retire(trial_id: str) -> None:
         syncer.stop(timeout_s=5.0)
 
 
-def start_sync(request: TrialRequest) -> CheckpointSyncer | None:
-    """Start uploading the attempt's complete checkpoints."""
+def start_sync(request: TrialRequest, *, start: bool = True) -> CheckpointSyncer | None:
+    """Start uploading the attempt's complete checkpoints; without ``start`` the caller
+    starts the syncer's thread (:meth:`CheckpointSyncer.start`)."""
     if request.checkpoint_url is None:
         return None
     syncer = CheckpointSyncer(request.checkpoint_path, request.checkpoint_url, keep_last=2)
-    syncer.start()
+    if start:
+        syncer.start()
     with _lock:
         _syncers[:] = [(t, s) for t, s in _syncers if s.running]
         _syncers.append((request.trial_id, syncer))

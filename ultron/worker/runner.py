@@ -274,16 +274,22 @@ def run_trial(request_data: dict[str, Any]) -> dict[str, Any]:
         _redis(request.redis_url).set(done_key, json.dumps(answer))
         return answer
     restore_for(request)
-    syncer = start_sync(request)
+    # Their threads start once the trial has its request: each start waits for its thread to
+    # run, 2 ms apiece on a busy machine, and the trial need not wait for them.
+    syncer = start_sync(request, start=False)
     shipper = ship_trial_log(
         request.log_path,
         request.log_url,
         attempt=request.attempt,
         worker=base["worker"],
         secrets=request_data,
+        start=False,
     )
     try:
         process.send(trial_message(request))
+        for side in (syncer, shipper):
+            if side is not None:
+                side.start()
         answer = _wait_for_answer(process, request)
     except TimeoutError:
         process.kill()
@@ -308,9 +314,11 @@ def run_trial(request_data: dict[str, Any]) -> dict[str, Any]:
         else:
             checkin(process)
     finally:
-        finish_sync(syncer, request.trial_id)  # its next attempt must find them committed
+        if syncer is not None and syncer.running:
+            syncer.stop(wait=False)  # its last scan runs while the log is shipped
         if shipper is not None:
             shipper.stop()  # before the answer: a trial seen finished has its whole log stored
+        finish_sync(syncer, request.trial_id)  # its next attempt must find them committed
     extra.setdefault("duration", time.monotonic() - started)
     if shipper is not None and not status.ok:
         extra["log_tail"] = shipper.tail()

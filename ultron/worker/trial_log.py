@@ -224,11 +224,21 @@ class TrialLogShipper:
 
 
 def ship_trial_log(
-    local_path: str, log_url: str | None, *, attempt: int, worker: str, secrets: Any = None
+    local_path: str,
+    log_url: str | None,
+    *,
+    attempt: int,
+    worker: str,
+    secrets: Any = None,
+    start: bool = True,
 ) -> TrialLogShipper | None:
     """Start shipping this attempt's output of ``local_path`` to ``log_url`` (None: no log
     kept), masking the secrets of ``secrets`` (a trial request's dict: its URLs' passwords)
     and this worker's environment's. The local file goes once all of it is stored.
+
+    The attempt's output is what the file gets from now on. Without ``start`` the caller
+    starts the shipper's thread (:meth:`TrialLogShipper.start`), later: what the trial writes
+    meanwhile is shipped all the same.
     """
     if log_url is None:
         return None
@@ -239,5 +249,6 @@ def ship_trial_log(
         offset = 0
     header = f"[ultron] attempt {attempt} on worker {worker}" if attempt > 1 else None
     shipper = TrialLogShipper(local_path, log_url, offset=offset, header=header, remove_local=True)
-    shipper.start()
+    if start:
+        shipper.start()
     return shipper

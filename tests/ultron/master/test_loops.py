@@ -143,8 +143,10 @@ class _RowsStore(MemoryStore):
         super().__init__("job")
         self.rows: list[str] = []
 
-    def save(self, state: JobState, new: Any = (), *, logged: Any = None) -> None:
-        super().save(state, new, logged=logged)
+    def save(
+        self, state: JobState, new: Any = (), *, logged: Any = None, first: Any = None
+    ) -> None:
+        super().save(state, new, logged=logged, first=first)
         self.rows.extend(t.trial_id for t in new)
 
 
