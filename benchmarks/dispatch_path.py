@@ -1,0 +1,184 @@
+"""Where the time between two trials goes: one job of sleep trials at P=1, each hop timed.
+
+At P=1 the gap from one trial's end to the next one's start is the whole per-trial path: the
+result's way back (worker, scheduler, master), the master's decision, and the submit's way out
+(scheduler, worker, ``run_trial``, the warm trial process). This runs a real job
+(``ultron.run``, its own local cluster) and times each hop by the clocks of the parts that pass
+it: the model's (it returns when it started and ended), the master's (the dispatcher's submit
+and the moment it has a result), the scheduler's (a scheduler plugin: it runs in this process)
+and the worker's (a Dask preload in each worker times ``run_trial`` and its steps, into a file).
+It prints the median of each hop over the trials after the first five.
+
+    python -m benchmarks.dispatch_path                    # 60 trials of 0.1 s
+    python -m benchmarks.dispatch_path --trials 20 --sleep 0.05
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import statistics
+import tempfile
+import textwrap
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).parent
+
+# Run in each worker (Dask's preload): times run_trial and its steps into the file LOG names.
+_PRELOAD = textwrap.dedent(
+    """
+    import json, os, time
+    import ultron.worker.runner as runner
+
+    LOG = os.environ["DISPATCH_PATH_LOG"]
+    STEPS = ("run_trial", "checkout", "start_sync", "ship_trial_log", "finish_sync")
+
+    def _timed(name, function):
+        def timed(*args, **kwargs):
+            started = time.time()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                line = {"step": name, "t": started, "dt": time.time() - started}
+                with open(LOG, "a") as log:
+                    log.write(json.dumps(line) + "\\n")
+        timed.timed = True
+        return timed
+
+    for _name in STEPS:
+        if not getattr(getattr(runner, _name), "timed", False):  # a preload runs once a process
+            setattr(runner, _name, _timed(_name, getattr(runner, _name)))
+    """
+)
+
+
+def _median_ms(values: Sequence[float]) -> float:
+    return round(1000 * statistics.median(values), 2)
+
+
+def _first_after(times: Sequence[float], moment: float) -> float:
+    return min(t for t in times if t >= moment)
+
+
+def measure(
+    trials: int, sleep: float, folder: Path, overrides: Mapping[str, Any] | None = None
+) -> dict[str, float]:
+    """One job of ``trials`` sleeps of ``sleep`` s at P=1; each hop's median in ms.
+    ``overrides``: more spec fields (a test's ``redis_url``)."""
+    import dask
+    import distributed.scheduler
+    from distributed.diagnostics.plugin import SchedulerPlugin
+
+    import ultron
+    from ultron.master import dispatcher
+
+    marks: dict[str, list[float]] = collections.defaultdict(list)
+
+    class Transitions(SchedulerPlugin):  # type: ignore[misc]
+        def transition(self, key: Any, start: str, finish: str, *args: Any, **kw: Any) -> None:
+            if str(key).startswith("trial-"):
+                marks[f"scheduler {finish}"].append(time.time())
+
+    submit, next_done = dispatcher.TrialDispatcher.start, dispatcher.TrialDispatcher._next_done
+    scheduler_init = distributed.scheduler.Scheduler.__init__
+
+    def timed_submit(self: Any, *requests: Any) -> None:
+        marks["submit"].append(time.time())
+        submit(self, *requests)
+
+    def timed_done(self: Any, *args: Any, **kwargs: Any) -> Any:
+        done = next_done(self, *args, **kwargs)
+        if done is not None:
+            marks["master has it"].append(time.time())
+        return done
+
+    def with_plugin(self: Any, *args: Any, **kwargs: Any) -> None:
+        scheduler_init(self, *args, **kwargs)
+        self.add_plugin(Transitions(), name="dispatch-path")
+
+    preload, log = folder / "preload.py", folder / "worker.jsonl"
+    preload.write_text(_PRELOAD)
+    os.environ["DISPATCH_PATH_LOG"] = str(log)
+    preloads = dask.config.get("distributed.worker.preload", default=[])
+    dask.config.set({"distributed.worker.preload": [*preloads, str(preload)]})
+    dispatcher.TrialDispatcher.start = timed_submit  # type: ignore[method-assign]
+    dispatcher.TrialDispatcher._next_done = timed_done  # type: ignore[method-assign]
+    distributed.scheduler.Scheduler.__init__ = with_plugin  # type: ignore[method-assign]
+    try:
+        result = ultron.run(
+            {
+                "name": "dispatch-path",
+                "code": str(HERE / "sleep_model"),
+                "model": "sleep_model:Timed",
+                "search_space": {
+                    "x": {"type": "uniform", "low": 0, "high": 1},
+                    "sleep": [sleep],
+                    "run": [uuid.uuid4().hex],  # a fresh tag: the score cache must not answer
+                },
+                "objective": {"metric": "score", "mode": "maximize"},
+                "num_iterations": trials,
+                "parallelism": 1,
+                "storage": str(folder / "runs"),
+                **(overrides or {}),
+            }
+        )
+    finally:
+        dispatcher.TrialDispatcher.start = submit  # type: ignore[method-assign]
+        dispatcher.TrialDispatcher._next_done = next_done  # type: ignore[method-assign]
+        distributed.scheduler.Scheduler.__init__ = scheduler_init  # type: ignore[method-assign]
+        dask.config.set({"distributed.worker.preload": preloads})
+    rows = sorted(result.trials, key=lambda t: t.metrics["started_at"])
+    starts = [t.metrics["started_at"] for t in rows]
+    ends = [t.metrics["ended_at"] for t in rows]
+    steps: dict[str, list[dict[str, float]]] = collections.defaultdict(list)
+    for line in log.read_text().splitlines():
+        entry = json.loads(line)
+        steps[entry["step"]].append(entry)
+    entered = sorted(e["t"] for e in steps["run_trial"])
+    returned = sorted(e["t"] + e["dt"] for e in steps["run_trial"])
+    hops: dict[str, list[float]] = collections.defaultdict(list)
+    for i in range(5, len(rows)):
+        end, start = ends[i - 1], starts[i]
+        has_it = _first_after(marks["master has it"], end)
+        submitted = _first_after(marks["submit"], has_it)
+        processing = _first_after(marks["scheduler processing"], submitted)
+        entry = _first_after(entered, processing)
+        hops["model end -> run_trial returns"].append(_first_after(returned, end) - end)
+        hops["model end -> scheduler has it"].append(
+            _first_after(marks["scheduler memory"], end) - end
+        )
+        hops["model end -> master has it"].append(has_it - end)
+        hops["master decides and submits"].append(submitted - has_it)
+        hops["submit -> scheduler sends it"].append(processing - submitted)
+        hops["scheduler -> run_trial starts"].append(entry - processing)
+        hops["run_trial starts -> model starts"].append(start - entry)
+        hops["model end -> next model start (the gap)"].append(start - end)
+    figures = {name: _median_ms(values) for name, values in hops.items()}
+    for step in ("checkout", "start_sync", "ship_trial_log", "finish_sync"):
+        figures[f"worker step {step}"] = _median_ms([e["dt"] for e in steps[step]])
+    return figures
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=60)
+    parser.add_argument("--sleep", type=float, default=0.1, help="seconds each trial sleeps")
+    arguments = parser.parse_args(argv)
+    if arguments.trials < 7:
+        parser.error(f"--trials is {arguments.trials}; it must be at least 7 (5 are warm-up)")
+    with tempfile.TemporaryDirectory(prefix="ultron-dispatch-path-") as folder:
+        figures = measure(arguments.trials, arguments.sleep, Path(folder))
+    print(f"P=1, {arguments.trials} trials of {arguments.sleep} s, {os.cpu_count()} cores, "
+          f"load {os.getloadavg()[0]:.1f}: median ms")  # fmt: skip
+    for name, value in figures.items():
+        print(f"  {name:45s} {value:8.2f}")
+
+
+if __name__ == "__main__":
+    main()
