@@ -59,7 +59,7 @@ _PRELOAD = textwrap.dedent(
 
 
 def _median_ms(values: Sequence[float]) -> float:
-    return round(1000 * statistics.median(values), 2)
+    return 1000 * statistics.median(values)
 
 
 def _first_after(times: Sequence[float], moment: float) -> float:
@@ -133,6 +133,7 @@ def measure(
         dispatcher.TrialDispatcher._next_done = next_done  # type: ignore[method-assign]
         distributed.scheduler.Scheduler.__init__ = scheduler_init  # type: ignore[method-assign]
         dask.config.set({"distributed.worker.preload": preloads})
+        del os.environ["DISPATCH_PATH_LOG"]
     rows = sorted(result.trials, key=lambda t: t.metrics["started_at"])
     starts = [t.metrics["started_at"] for t in rows]
     ends = [t.metrics["ended_at"] for t in rows]

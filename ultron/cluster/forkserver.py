@@ -181,24 +181,26 @@ def _set_by_nanny() -> set[str]:
 
 @contextlib.contextmanager
 def restoring_environ() -> Iterator[None]:
-    """Within it a job runs; after it this process's environment holds again what it held
-    before for the variables Dask's nannies (and :func:`start`) set in it as they started
-    local workers (``MALLOC_TRIM_THRESHOLD_``, ``OMP_NUM_THREADS=1``, ...: Dask sets them in
-    the process that runs the nanny, see ``distributed.nanny.Nanny``). A program that calls
-    ``ultron.run`` and then starts processes of its own would otherwise hand them Dask's: a
-    PyTorch training with that trim threshold ran 1.9 times as long
-    (:mod:`ultron.worker.threads`)."""
+    """Give this process back, after the job run within it, the variables Dask set in it.
+
+    Dask's nannies (and :func:`start`) set theirs (``MALLOC_TRIM_THRESHOLD_``,
+    ``OMP_NUM_THREADS=1``, ...) in the process that runs the nanny as they start local
+    workers (see ``distributed.nanny.Nanny``). A program that calls ``ultron.run`` and then
+    starts processes of its own would otherwise hand them Dask's: a PyTorch training with that
+    trim threshold ran 1.9 times as long (:mod:`ultron.worker.threads`).
+    """
     before = dict(os.environ)
     try:
         yield
     finally:
         after = dict(os.environ)
         changed = {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
-        for name in changed & _set_by_nanny() if changed else ():
-            if name in before:
-                os.environ[name] = before[name]
-            else:
-                os.environ.pop(name, None)
+        if changed:  # else Dask's config need not be read
+            for name in changed & _set_by_nanny():
+                if name in before:
+                    os.environ[name] = before[name]
+                else:
+                    os.environ.pop(name, None)
 
 
 @contextlib.contextmanager

@@ -59,15 +59,18 @@ def local_partition_cluster(
     if partitions < 1:
         raise ValueError(f"partitions is {partitions}; it must be at least 1")
     cls = Nanny if processes else Worker
-    nanny = {"env": dict.fromkeys(THREAD_VARIABLES, str(model_threads))} if processes else {}
     workers = {
         f"partition-worker-{k}": {
             "cls": cls,
-            "options": {"nthreads": threads, "resources": {resource_name(k): 1}, **nanny},
+            "options": {"nthreads": threads, "resources": {resource_name(k): 1}},
         }
         for k in range(partitions)
     }
     options = {"dashboard_address": ":0", **scheduler_options}
-    # None: the nannies, made now, leave the variable unset (Dask's rule for its config).
-    with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}):
+    # Read by the nannies, made now, and set before each worker's process starts (a value set
+    # in this process's environment stays: Dask's rule); None leaves the variable unset.
+    environ = "distributed.nanny.pre-spawn-environ"
+    settings: dict[str, str | None] = {f"{environ}.MALLOC_TRIM_THRESHOLD_": None}
+    settings.update({f"{environ}.{name}": str(model_threads) for name in THREAD_VARIABLES})
+    with dask.config.set(settings):
         return SpecCluster(workers=workers, scheduler={"cls": Scheduler, "options": options})

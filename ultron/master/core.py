@@ -306,28 +306,30 @@ class MasterCore:
 
     def _write_puts(self) -> None:
         """Write the score cache's entries of the trials completed since the last write."""
-        for config, entry in self._puts.values():
+        for key, (config, entry) in list(self._puts.items()):
             self.cache.put(config, entry)
-        self._puts.clear()
+            del self._puts[key]  # written: a failed write leaves the rest for the next try
 
     def _write_back(self) -> None:
         """Write what the loop deferred: the score cache's new entries, then the new rows with
         the strategy's and the stopper's state and the running record, in one transaction
-        where the cache lives in the job's Redis (one round trip a result, not two)."""
-        rows, self._unsaved = self._unsaved, []
+        where the cache lives in the job's Redis (one round trip a result, not two). What a
+        failed write did not write stays for the next one."""
         # A simulation's in-memory store and cache have no Redis client.
         client = getattr(self.store, "client", None)
-        if client is None or getattr(self.cache, "client", None) is not client:
+        shared = client is not None and getattr(self.cache, "client", None) is client
+        if not shared:
             self._write_puts()
-            self._checkpoint(rows)
-            return
-        puts, self._puts = list(self._puts.values()), {}
+        puts = list(self._puts.values()) if shared else []
 
         def write_puts(pipe: Any) -> None:
             for config, entry in puts:
                 self.cache.put(config, entry, pipe=pipe)
 
-        self._checkpoint(rows, first=write_puts)
+        self._checkpoint(self._unsaved, first=write_puts if puts else None)
+        self._unsaved = []
+        if shared:
+            self._puts.clear()
 
     def _checkpoint(
         self,

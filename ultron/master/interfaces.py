@@ -82,4 +82,5 @@ class Cache(Protocol):
         self, configs: Sequence[Config], *, job_id: str, trial_ids: Sequence[str]
     ) -> list[dict[str, Any] | None]: ...
 
-    def put(self, config: Config, entry: dict[str, Any]) -> None: ...
+    def put(self, config: Config, entry: dict[str, Any], *, pipe: Any = None) -> None:
+        """Store ``entry`` for ``config``; with ``pipe``, queued in that Redis pipeline."""

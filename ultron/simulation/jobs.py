@@ -112,7 +112,8 @@ class MemoryCache:
             for c, trial_id in zip(configs, trial_ids, strict=True)
         ]
 
-    def put(self, config: Config, entry: dict[str, Any]) -> None:
+    def put(self, config: Config, entry: dict[str, Any], *, pipe: Any = None) -> None:
+        # ``pipe`` is a Redis pipeline's: the master passes none to a cache without a client.
         self.entries[self._field(config)] = stored_entry(entry, metric=self.metric)
 
     def _field(self, config: Config) -> str:

@@ -24,6 +24,7 @@ from ultron.worker.syncer import CheckpointSyncer
 
 __all__ = [
     "ExploitError",
+    "begin_sync",
     "exploit_for",
     "finish_sync",
     "flush_checkpoints",
@@ -124,16 +125,23 @@ def _retire(trial_id: str) -> None:
 
 def start_sync(request: TrialRequest, *, start: bool = True) -> CheckpointSyncer | None:
     """Start uploading the attempt's complete checkpoints; without ``start`` the caller
-    starts the syncer's thread (:meth:`CheckpointSyncer.start`)."""
+    starts it later with :func:`begin_sync`."""
     if request.checkpoint_url is None:
         return None
     syncer = CheckpointSyncer(request.checkpoint_path, request.checkpoint_url, keep_last=2)
     if start:
-        syncer.start()
+        begin_sync(syncer, request.trial_id)
+    return syncer
+
+
+def begin_sync(syncer: CheckpointSyncer, trial_id: str) -> None:
+    """Start ``syncer``'s thread and make it this worker's syncer of trial ``trial_id``
+    (:func:`flush_checkpoints` waits for it, a later attempt's start stops it). Until then
+    nothing else stops it, so it cannot be stopped before it started."""
+    syncer.start()
     with _lock:
         _syncers[:] = [(t, s) for t, s in _syncers if s.running]
-        _syncers.append((request.trial_id, syncer))
-    return syncer
+        _syncers.append((trial_id, syncer))
 
 
 def finish_sync(syncer: CheckpointSyncer | None, trial_id: str) -> bool:

@@ -85,6 +85,10 @@ class WarmProcess:
         self.gpus = gpus  # its CUDA_VISIBLE_DEVICES (ultron.worker.devices); None: the worker's
         self.gpu_memory_fraction = gpu_memory_fraction
         self.threads = threads
+        # Its pool (_idle): what :func:`checkout` asks of a process this one can serve.
+        self.key: _PoolKey = (
+            python, self.code_paths, memory_limit, object_store, gpus, gpu_memory_fraction, threads
+        )  # fmt: skip
         hide_from_trials()  # this worker's environment and memory hold the Redis URL
         env = compute_environ(trial_environ(os.environ, object_store=object_store), threads)
         env.update(gpu_environ(gpus))
@@ -224,7 +228,7 @@ def checkout(
     python = _interpreter(python)
     paths = tuple(path for path in code_paths if os.path.isdir(path))
     gpus = trial_gpus()
-    key = (python, paths, memory_limit, object_store, gpus, gpu_memory_fraction, threads)
+    key: _PoolKey = (python, paths, memory_limit, object_store, gpus, gpu_memory_fraction, threads)
     with _lock:
         pool = _idle.setdefault(key, [])
         while pool:
@@ -238,11 +242,8 @@ def checkout(
 
 
 def checkin(process: WarmProcess) -> None:
-    p = process
-    key = (p.python, p.code_paths, p.memory_limit, p.object_store, p.gpus, p.gpu_memory_fraction,
-           p.threads)  # fmt: skip
     with _lock:
-        _idle.setdefault(key, []).append(process)
+        _idle.setdefault(process.key, []).append(process)
 
 
 def warm_up(

@@ -31,6 +31,7 @@ from ultron.settings import settings
 from ultron.trial_records import TrialRequest, TrialResult, TrialStatus, stored_answer
 from ultron.worker.checkpoints import (
     ExploitError,
+    begin_sync,
     exploit_for,
     finish_sync,
     restore_for,
@@ -287,9 +288,10 @@ def run_trial(request_data: dict[str, Any]) -> dict[str, Any]:
     )
     try:
         process.send(trial_message(request))
-        for side in (syncer, shipper):
-            if side is not None:
-                side.start()
+        if syncer is not None:
+            begin_sync(syncer, request.trial_id)
+        if shipper is not None:
+            shipper.start()
         answer = _wait_for_answer(process, request)
     except TimeoutError:
         process.kill()
@@ -302,6 +304,9 @@ def run_trial(request_data: dict[str, Any]) -> dict[str, Any]:
     except ProcessDied as exc:
         process.kill()
         status, extra = TrialStatus.CRASHED, {"error": str(exc)}
+    except BaseException:
+        process.kill()  # it may hold the trial still: it must not serve another
+        raise
     else:
         status = TrialStatus(answer.pop("status"))
         extra = answer

@@ -172,25 +172,32 @@ def test_a_partition_worker_has_a_trial_s_threads_and_not_dask_s_trim_threshold(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The models train in the partition workers' own processes: they get the job's threads
-    (resources.cpu) for OpenMP, MKL and OpenBLAS, and glibc's default trim threshold, with
-    which PyTorch training runs about twice as fast (ultron.worker.threads)."""
+    (resources.cpu) for OpenMP, MKL and OpenBLAS, as the libraries size their pools, and
+    glibc's default trim threshold, with which PyTorch training runs about twice as fast
+    (ultron.worker.threads)."""
+    threadpoolctl = pytest.importorskip("threadpoolctl", reason="reads the BLAS's own threads")
     from distributed import Client
 
-    # A local cluster another test started in this process left Dask's value here (its
-    # nannies set it in the process that runs them); a job's process has what its user set.
-    monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
+    # A local cluster another test started in this process left Dask's values here (its
+    # nannies set them in the process that runs them); a job's process has what its user set.
+    for name in ("MALLOC_TRIM_THRESHOLD_", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+                 "OPENBLAS_NUM_THREADS"):  # fmt: skip
+        monkeypatch.delenv(name, raising=False)
 
-    def settings() -> dict[str, str | None]:
+    def settings() -> dict[str, Any]:
         import os
 
-        names = ("MALLOC_TRIM_THRESHOLD_", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
-        return {name: os.environ.get(name) for name in names}
+        import numpy  # noqa: F401  # its BLAS, sized as it loads
+
+        pools = threadpoolctl.threadpool_info()
+        blas = [pool["num_threads"] for pool in pools if pool["user_api"] == "blas"]
+        names = ("MALLOC_TRIM_THRESHOLD_", "OMP_NUM_THREADS")
+        return {"blas": blas, **{name: os.environ.get(name) for name in names}}
 
     with (
-        local_partition_cluster(1, model_threads=3) as cluster,
+        local_partition_cluster(1, model_threads=2) as cluster,
         Client(cluster) as client,
     ):
-        seen = list(client.run(settings).values())
-    assert seen == [
-        {"MALLOC_TRIM_THRESHOLD_": None, "OMP_NUM_THREADS": "3", "MKL_NUM_THREADS": "3"}
-    ]
+        (seen,) = client.run(settings).values()
+    assert seen["MALLOC_TRIM_THRESHOLD_"] is None and seen["OMP_NUM_THREADS"] == "2", seen
+    assert seen["blas"] and set(seen["blas"]) == {2}, seen

@@ -266,3 +266,38 @@ def test_the_master_takes_its_own_finished_trial_back_even_with_the_cache_off(
     else:  # another job's score is not taken: x=2 trains and scores its own 2.0
         assert (second.status, second.score) == (TrialStatus.COMPLETED, 2.0)
         assert dispatcher.trials_started == 1
+
+
+@pytest.mark.parametrize("shared", [True, False], ids=["one-client", "two-clients"])
+def test_the_master_writes_each_result_s_entry_with_its_row(
+    redis_url: str, namespace: str, shared: bool
+) -> None:
+    """The entry of every finished trial reaches the cache, and its row the job's table: in
+    the save's transaction where the cache and the job share the Redis client, else before it.
+    """
+    from ultron.master.job_state import JobStore
+
+    client, other = redis.Redis.from_url(redis_url), redis.Redis.from_url(redis_url)
+    cache = ScoreCache(client if shared else other, **SAME, metric="value", namespace=namespace)
+    store = JobStore(client, "job-w", namespace=namespace)
+    space = SearchSpace({"x": Choice((1, 2, 3, 4))})
+
+    class Steps(_OneStep):
+        search_space = space
+
+    state = JobState("job-w")
+    Master(
+        settings=SearchSettings(num_iterations=4, parallelism=2),
+        strategy=GridSearch(space),
+        cache=cache,
+        dispatcher=SimulatedDispatcher(Steps(), SimulatedClock()),
+        store=store,
+        state=state,
+    ).run_async()
+
+    stored = store.load()
+    assert stored is not None
+    assert sorted(t.score for t in stored.trials) == [1.0, 2.0, 3.0, 4.0]
+    for x in (1, 2, 3, 4):  # another job asks: the cache answers each from its entry
+        answer = _ask(cache, {"x": x})
+        assert answer is not None and answer["score"] == float(x), (x, answer)

@@ -19,7 +19,7 @@ import pytest
 
 from ultron.trial_records import TrialRequest, TrialStatus
 from ultron.worker import runner
-from ultron.worker.pool import shutdown_processes
+from ultron.worker.pool import checkin, checkout, shutdown_processes
 from ultron.worker.runner import reads_object_store, run_trial, warm_up_worker
 
 MODEL = """
@@ -178,3 +178,17 @@ def test_a_trial_gets_its_threads_and_not_dask_s_allocator_setting(
         "MKL_NUM_THREADS": "3",
         "OPENBLAS_NUM_THREADS": "2",
     }
+
+
+def test_a_warm_process_serves_only_trials_of_its_threads(tmp_path: Path, code_base: Path) -> None:
+    """Numeric libraries size their thread pools as the process starts: a process started for
+    one thread never serves a trial of three, and goes back to the trials of one."""
+    log = str(tmp_path / "logs" / "worker.log")
+    one = checkout(sys.executable, [str(code_base)], log, threads=1)
+    checkin(one)
+    three = checkout(sys.executable, [str(code_base)], log, threads=3)
+    checkin(three)
+    again = checkout(sys.executable, [str(code_base)], log, threads=1)
+    checkin(again)
+    assert three.proc.pid != one.proc.pid
+    assert again.proc.pid == one.proc.pid
