@@ -19,7 +19,14 @@ from typing import Any
 
 from benchmarks import suite_tables
 from benchmarks.data import DataMissing
-from benchmarks.lcbench_suite import METHODS, RESULTS, run_suite, tasks
+from benchmarks.lcbench_suite import (
+    METHODS,
+    RESULTS,
+    refuse_other_target,
+    run_suite,
+    target_quantile,
+    tasks,
+)
 from benchmarks.suite_runs import RunCache, SuiteSettings
 
 
@@ -46,11 +53,13 @@ def parts_from_cache(
     methods: Sequence[str],
     cache: RunCache,
     budget: float = 64.0,
+    quantile: float = SuiteSettings.quantile,
 ) -> list[dict[str, Any]]:
-    """One suite per part, each over the tasks all of whose runs in it are cached."""
+    """One suite per part, each over the tasks all of whose runs in it are cached (runs of the
+    target ``quantile``: those of another target are other runs)."""
     return [
         run_suite(
-            SuiteSettings(seeds=seeds, budget=budget),
+            SuiteSettings(seeds=seeds, budget=budget, quantile=quantile),
             task_ids=task_ids,
             methods=methods,
             workers=workers,
@@ -67,11 +76,18 @@ def main(argv: Sequence[str] | None = None) -> str:
     parser.add_argument("--part", type=_part, action="append", required=True)
     parser.add_argument("--methods", default=",".join(METHODS))
     parser.add_argument("--budget", type=float, default=64.0)
+    parser.add_argument(
+        "--target-quantile",
+        type=target_quantile,
+        default=SuiteSettings.quantile,
+        help="the runs' target quantile, as given to benchmarks.lcbench_suite",
+    )
     parser.add_argument("--note", default="", help="a paragraph after the description")
     parser.add_argument("--cache", type=Path, default=RunCache.default_folder())
     parser.add_argument("--write-results", action="store_true")
     parser.add_argument("--results", type=Path, default=RESULTS)
     arguments = parser.parse_args(argv)
+    refuse_other_target(parser, arguments)
     try:
         task_ids = tasks()
     except DataMissing as error:
@@ -83,6 +99,7 @@ def main(argv: Sequence[str] | None = None) -> str:
         methods=arguments.methods.split(","),
         cache=RunCache(arguments.cache),
         budget=arguments.budget,
+        quantile=arguments.target_quantile,
     )
     given = list(argv if argv is not None else sys.argv[1:])
     if "--note" in given:  # the note is shown as itself, not inside the command
