@@ -16,9 +16,12 @@ the master asks for them; each curve is the simulator's (:meth:`LCBench.learning
 targets are the suite's (:func:`benchmarks.lcbench_suite.suite_stats`, kept in its run cache).
 Per worker count and target quantile it prints how many (task, seed) pairs have a winner in the
 first wave (at any of its 52 epochs, and by the suite's cap ``2 H``) and the geometric mean of
-random search's time to target on that wave.
+random search's time to target on that wave. With ``--split``, it also reads the suite's cached
+runs of those methods (and random search) at each quantile and gives their speed-up over random
+search apart on the pairs whose first wave holds a winner by ``2 H`` and on the others.
 
     python -m benchmarks.first_wave --workers 8 64 256 --seeds 3 --quantiles 0.95 0.99 0.995
+    python -m benchmarks.first_wave --quantiles 0.99 --split "ASHA,POP (ours)" --cache DIR
 """
 
 from __future__ import annotations
@@ -26,7 +29,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import math
-import statistics
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -35,13 +37,14 @@ from typing import Any
 import numpy as np
 
 from benchmarks.data import DataMissing
-from benchmarks.lcbench_suite import suite_stats, target_quantile, tasks
+from benchmarks.lcbench_suite import run_suite, suite_stats, target_quantile, tasks
 from benchmarks.suite_job import bench, method
 from benchmarks.suite_runs import RunCache, SuiteSettings
+from benchmarks.suite_tables import geomean, seeds_at
 from ultron.algorithms.space import Config
 from ultron.simulation.benchmark import SimulatedClock
 
-__all__ = ["ceiling", "first_wave", "task_waves", "time_to_target"]
+__all__ = ["ceiling", "first_wave", "split", "task_waves", "time_to_target"]
 
 
 def first_wave(workers: int, seed: int) -> list[Config]:
@@ -104,7 +107,6 @@ def ceiling(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     for w, q in sorted({(r["workers"], r["quantile"]) for r in rows}):
         mine = [r for r in rows if r["workers"] == w and r["quantile"] == q]
         times = [r["seconds"] / 3600 for r in mine if math.isfinite(r["seconds"])]
-        positive = [t for t in times if t > 0]
         out.append(
             {
                 "workers": w,
@@ -113,9 +115,7 @@ def ceiling(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
                 "winner": len(times),
                 "by_cap": sum(r["seconds"] <= r["cap"] for r in mine),
                 "chance": 1 - q**w,
-                "hours": math.exp(statistics.fmean(map(math.log, positive)))
-                if positive
-                else math.nan,
+                "hours": geomean(times),
             }
         )
     return out
@@ -137,6 +137,81 @@ def table(summary: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def split(rows: Sequence[dict[str, Any]], suite: dict[str, Any]) -> list[dict[str, Any]]:
+    """The suite's speed-ups over random search on the (task, seed) pairs whose first wave
+    holds a winner by the cap, and on the others.
+
+    ``suite``: the suite's runs at one target quantile (:func:`run_suite`), with random
+    search among its methods; ``rows``: :func:`task_waves`' rows for its tasks and seeds. Per
+    worker count and side: the pairs, how many random search reached, and per method the
+    geometric mean of random search's time over the method's (the pairs both reached) and how
+    many pairs the method reached.
+    """
+    runs, quantile = suite["runs"], suite["settings"].quantile
+    holds = {
+        (r["task"], r["seed"], r["workers"]): r["seconds"] <= r["cap"]
+        for r in rows
+        if r["quantile"] == quantile
+    }
+    out = []
+    for w in suite["workers"]:
+        for side in (True, False):
+            pairs = [
+                (t, s)
+                for t in suite["tasks"]
+                for s in range(seeds_at(suite, w))
+                if holds[t, s, w] is side
+            ]
+            base = [runs[t, "Random", w, s]["hours"] for t, s in pairs]
+            methods = {}
+            for m in (m for m in suite["methods"] if m != "Random"):
+                own = [runs[t, m, w, s]["hours"] for t, s in pairs]
+                ratios = [
+                    a / b
+                    for a, b in zip(base, own, strict=True)
+                    if math.isfinite(a) and math.isfinite(b) and b > 0
+                ]
+                reached = sum(map(math.isfinite, own))
+                methods[m] = {"speedup": geomean(ratios), "both": len(ratios), "reached": reached}
+            out.append(
+                {
+                    "workers": w,
+                    "quantile": quantile,
+                    "holds": side,
+                    "pairs": len(pairs),
+                    "random": sum(map(math.isfinite, base)),
+                    "methods": methods,
+                }
+            )
+    return out
+
+
+def _ratio(value: float) -> str:
+    return f"x{value:.2f}" if math.isfinite(value) else "-"
+
+
+def split_table(parts: Sequence[dict[str, Any]]) -> str:
+    """:func:`split`'s rows as a Markdown table."""
+    methods = list(parts[0]["methods"]) if parts else []
+    lines = [
+        "| workers | target quantile | first wave holds a winner by 2 H | pairs | random search "
+        "reached | " + " | ".join(methods) + " |",
+        "|---|---|---|---|---|" + "---|" * len(methods),
+    ]
+    for p in parts:
+        cells = [
+            f"{_ratio(c['speedup'])} ({c['both']} pairs); reached {c['reached']}"
+            for c in p["methods"].values()
+        ]
+        side = "yes" if p["holds"] else "no"
+        lines.append(
+            f"| {p['workers']} | {p['quantile']:g} | {side} | {p['pairs']} | {p['random']} | "
+            + " | ".join(cells)
+            + " |"
+        )
+    return "\n".join(lines)
+
+
 def _task(args: tuple[str, list[int], int, dict[float, dict[str, float]], float]) -> list[Any]:
     return task_waves(*args)
 
@@ -151,6 +226,12 @@ def main(argv: Sequence[str] | None = None) -> str:
     parser.add_argument("--tasks", default="all", help="comma-separated task ids, or all")
     parser.add_argument("--jobs", type=int, default=1, help="processes")
     parser.add_argument("--cache", type=Path, default=RunCache.default_folder())
+    parser.add_argument(
+        "--split",
+        default="",
+        help="also the suite's cached runs of these methods (comma-separated) against random "
+        "search, split by whether the first wave holds a winner",
+    )
     arguments = parser.parse_args(argv)
     if arguments.seeds < 1 or min(arguments.workers) < 1:
         parser.error(
@@ -185,6 +266,21 @@ def main(argv: Sequence[str] | None = None) -> str:
     with ProcessPoolExecutor(jobs) if jobs > 1 else contextlib.nullcontext() as pool:
         rows = [r for part in (pool.map if pool else map)(_task, work) for r in part]
     report = table(ceiling(rows))
+    if arguments.split:
+        parts = []
+        for q in arguments.quantiles:
+            for w in arguments.workers:  # each its own suite: tasks complete at one count
+                suite = run_suite(
+                    SuiteSettings(seeds=arguments.seeds, budget=arguments.budget, quantile=q),
+                    task_ids=task_ids,
+                    methods=["Random", *arguments.split.split(",")],
+                    workers=[w],
+                    cache=cache,
+                    from_cache=True,
+                )
+                if suite["tasks"]:
+                    parts += split(rows, suite)
+        report += "\n\n" + (split_table(parts) if parts else "no cached runs to split")
     print(report)
     return report
 

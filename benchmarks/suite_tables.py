@@ -73,7 +73,8 @@ def ran_methods(suite: dict[str, Any]) -> list[str]:
     ]
 
 
-def _geomean(values: Sequence[float]) -> float:
+def geomean(values: Sequence[float]) -> float:
+    """The geometric mean of positive ``values`` (``nan`` when there are none)."""
     return math.exp(statistics.fmean(map(math.log, values))) if values else math.nan
 
 
@@ -119,8 +120,8 @@ def aggregate(suite: dict[str, Any]) -> dict[tuple[str, int], dict[str, Any]]:
                 "regret": _over_seeds(seeds, tasks, regrets),
                 "reached": sum(math.isfinite(r["hours"]) for r in mine),
                 "pairs": len(mine),
-                "hours": _geomean(hours),
-                "speedup": _geomean(ratios),
+                "hours": geomean(hours),
+                "speedup": geomean(ratios),
                 "speedup_pairs": len(ratios),
                 "cpu_s": sum(r["cpu_s"] for r in mine),
             }
@@ -214,7 +215,7 @@ def head_to_head(suite: dict[str, Any], ours: str = "POP (ours)") -> list[str]:
             ]
             both = [a / b for a, b in pairs if math.isfinite(a) and math.isfinite(b) and b > 0]
             wins = sum(b <= a for a, b in pairs if math.isfinite(b))
-            row.append(f"x{_geomean(both):.2f} ({len(both)} pairs); as fast on {wins}/{len(pairs)}")
+            row.append(f"x{geomean(both):.2f} ({len(both)} pairs); as fast on {wins}/{len(pairs)}")
         rows.append(row)
     title = f"**{ours} head to head**: time of the other / time of {ours} (geometric mean)"
     return [title, "", *_table(_header(suite, "against"), rows)]

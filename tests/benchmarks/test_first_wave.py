@@ -75,3 +75,34 @@ def test_the_first_wave_is_what_the_suites_random_search_starts(waves: ModuleTyp
     run = run_one(TASK, "Random", workers, 0, SuiteSettings(budget=workers), stats)
     # the simulator charges a dispatch (3.2 ms) and a report per epoch (2.5 ms) besides
     assert run["hours"] * 3600 == pytest.approx(wave, abs=0.05)
+
+
+def test_the_split_compares_with_random_search_apart_where_the_wave_holds_a_winner(
+    waves: ModuleType,
+) -> None:
+    from benchmarks.suite_runs import SuiteSettings
+
+    rows = [  # task a's first wave holds a winner by the cap, b's only after it, c's none
+        {"task": "a", "seed": 0, "workers": 4, "quantile": 0.99, "seconds": 10.0, "cap": 20.0},
+        {"task": "b", "seed": 0, "workers": 4, "quantile": 0.99, "seconds": 30.0, "cap": 20.0},
+        {"task": "c", "seed": 0, "workers": 4, "quantile": 0.99, "seconds": math.inf, "cap": 20.0},
+        {"task": "a", "seed": 0, "workers": 4, "quantile": 0.95, "seconds": 1.0, "cap": 20.0},
+    ]
+    hours = {("a", "Random"): 1.0, ("a", "POP"): 1.0, ("b", "Random"): 4.0, ("b", "POP"): 1.0}
+    hours |= {("c", "Random"): math.inf, ("c", "POP"): 2.0}
+    suite = {
+        "settings": SuiteSettings(seeds=1, quantile=0.99),
+        "tasks": ["a", "b", "c"],
+        "methods": ["Random", "POP"],
+        "workers": [4],
+        "runs": {(t, m, 4, 0): {"hours": h} for (t, m), h in hours.items()},
+    }
+    holds, none = waves.split(rows, suite)
+    assert (holds["holds"], holds["pairs"], holds["random"]) == (True, 1, 1)
+    assert holds["methods"]["POP"] == {"speedup": 1.0, "both": 1, "reached": 1}
+    assert (none["holds"], none["pairs"], none["random"]) == (False, 2, 1)
+    # b: x4 over random search; c, which only POP reached, counts as reached, not in the mean
+    assert none["methods"]["POP"] == {"speedup": 4.0, "both": 1, "reached": 2}
+    assert "| 4 | 0.99 | no | 2 | 1 | x4.00 (1 pairs); reached 2 |" in waves.split_table(
+        [holds, none]
+    )
