@@ -88,8 +88,8 @@ def test_the_split_compares_with_random_search_apart_where_the_wave_holds_a_winn
         {"task": "c", "seed": 0, "workers": 4, "quantile": 0.99, "seconds": math.inf, "cap": 20.0},
         {"task": "a", "seed": 0, "workers": 4, "quantile": 0.95, "seconds": 1.0, "cap": 20.0},
     ]
-    hours = {("a", "Random"): 1.0, ("a", "POP"): 1.0, ("b", "Random"): 4.0, ("b", "POP"): 1.0}
-    hours |= {("c", "Random"): math.inf, ("c", "POP"): 2.0}
+    hours = {("a", "Random"): 0.001, ("a", "POP"): 0.001, ("b", "Random"): 0.004}
+    hours |= {("b", "POP"): 0.001, ("c", "Random"): math.inf, ("c", "POP"): 0.002}
     suite = {
         "settings": SuiteSettings(seeds=1, quantile=0.99),
         "tasks": ["a", "b", "c"],
@@ -97,7 +97,7 @@ def test_the_split_compares_with_random_search_apart_where_the_wave_holds_a_winn
         "workers": [4],
         "runs": {(t, m, 4, 0): {"hours": h} for (t, m), h in hours.items()},
     }
-    holds, none = waves.split(rows, suite)
+    holds, none, every = waves.split(rows, suite)
     assert (holds["holds"], holds["pairs"], holds["random"]) == (True, 1, 1)
     assert holds["methods"]["POP"] == {"speedup": 1.0, "both": 1, "reached": 1}
     assert (none["holds"], none["pairs"], none["random"]) == (False, 2, 1)
@@ -106,3 +106,8 @@ def test_the_split_compares_with_random_search_apart_where_the_wave_holds_a_winn
     assert "| 4 | 0.99 | no | 2 | 1 | x4.00 (1 pairs); reached 2 |" in waves.split_table(
         [holds, none]
     )
+    # all pairs, a miss counted at the cap: a x1, b x4, c random search's miss at the cap (20 s)
+    # over POP's 7.2 s
+    assert (every["holds"], every["pairs"], every["random"]) == (None, 3, 2)
+    assert every["methods"]["POP"]["both"] == 3
+    assert every["methods"]["POP"]["speedup"] == pytest.approx((1 * 4 * 20 / 7.2) ** (1 / 3))
