@@ -1,22 +1,24 @@
-"""Where the time between two trials goes: one job of sleep trials at P=1, each hop timed.
+"""Where the time between two trials goes: one job of sleep trials, each hop timed.
 
-At P=1 the gap from one trial's end to the next one's start is the whole per-trial path: the
-result's way back (worker, scheduler, master), the master's decision, and the submit's way out
-(scheduler, worker, ``run_trial``, the warm trial process). This runs a real job
-(``ultron.run``, its own local cluster) and times each hop by the clocks of the parts that pass
-it: the model's (it returns when it started and ended), the master's (the dispatcher's submit
-and the moment it has a result), the scheduler's (a scheduler plugin: it runs in this process)
-and the worker's (a Dask preload in each worker times ``run_trial`` and its steps, into a file).
-It prints the median of each hop over the trials after the first five.
+The gap from one trial's end to the start of the next one on the same worker is the whole
+per-trial path: the result's way back (worker, scheduler, master), the master's decision, and
+the submit's way out (scheduler, worker, ``run_trial``, the warm trial process). This runs a
+real job (``ultron.run``, its own local cluster) at parallelism P and times each hop by the
+clocks of the parts that pass it, trial by trial: the model's (it returns when it started and
+ended), the master's (the dispatcher's submit and the moment it has a result), the
+scheduler's (a scheduler plugin: it runs in this process) and the worker's (a Dask preload in
+each worker times ``run_trial`` and its steps, into a file). It prints the median of each hop
+over the pairs of trials one after the other on one worker, the first 2P trials left out.
 
-    python -m benchmarks.dispatch_path                    # 60 trials of 0.1 s
-    python -m benchmarks.dispatch_path --trials 20 --sleep 0.05
+    python -m benchmarks.dispatch_path                    # 60 trials of 0.1 s at P=1
+    python -m benchmarks.dispatch_path --trials 160 --sleep 0.2 --parallelism 8
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import itertools
 import json
 import os
 import statistics
@@ -46,6 +48,8 @@ _PRELOAD = textwrap.dedent(
                 return function(*args, **kwargs)
             finally:
                 line = {"step": name, "t": started, "dt": time.time() - started}
+                if name == "run_trial":  # its first argument: the request's dict
+                    line["trial_id"] = args[0]["trial_id"]
                 with open(LOG, "a") as log:
                     log.write(json.dumps(line) + "\\n")
         timed.timed = True
@@ -62,15 +66,21 @@ def _median_ms(values: Sequence[float]) -> float:
     return 1000 * statistics.median(values)
 
 
-def _first_after(times: Sequence[float], moment: float) -> float:
-    return min(t for t in times if t >= moment)
+def _trial_id(key: Any) -> str:
+    """The trial id in a trial attempt's Dask key, ``trial-<job>-<trial>-<attempt>``."""
+    return str(key).rsplit("-", 2)[1]
 
 
 def measure(
-    trials: int, sleep: float, folder: Path, overrides: Mapping[str, Any] | None = None
+    trials: int,
+    sleep: float,
+    folder: Path,
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    parallelism: int = 1,
 ) -> dict[str, float]:
-    """One job of ``trials`` sleeps of ``sleep`` s at P=1; each hop's median in ms.
-    ``overrides``: more spec fields (a test's ``redis_url``)."""
+    """One job of ``trials`` sleeps of ``sleep`` s at ``parallelism``; each hop's median in
+    ms. ``overrides``: more spec fields (a test's ``redis_url``)."""
     import dask
     import distributed.scheduler
     from distributed.diagnostics.plugin import SchedulerPlugin
@@ -78,24 +88,27 @@ def measure(
     import ultron
     from ultron.master import dispatcher
 
-    marks: dict[str, list[float]] = collections.defaultdict(list)
+    # Each hop's moment, by trial id (a trial's first attempt: these trials never fail).
+    marks: dict[str, dict[str, float]] = collections.defaultdict(dict)
 
     class Transitions(SchedulerPlugin):  # type: ignore[misc]
         def transition(self, key: Any, start: str, finish: str, *args: Any, **kw: Any) -> None:
             if str(key).startswith("trial-"):
-                marks[f"scheduler {finish}"].append(time.time())
+                marks[f"scheduler {finish}"].setdefault(_trial_id(key), time.time())
 
     submit, next_done = dispatcher.TrialDispatcher.start, dispatcher.TrialDispatcher._next_done
     scheduler_init = distributed.scheduler.Scheduler.__init__
 
     def timed_submit(self: Any, *requests: Any) -> None:
-        marks["submit"].append(time.time())
+        now = time.time()
+        for request in requests:
+            marks["submit"].setdefault(request.trial_id, now)
         submit(self, *requests)
 
     def timed_done(self: Any, *args: Any, **kwargs: Any) -> Any:
         done = next_done(self, *args, **kwargs)
         if done is not None:
-            marks["master has it"].append(time.time())
+            marks["master has it"].setdefault(_trial_id(done[0].key), time.time())
         return done
 
     def with_plugin(self: Any, *args: Any, **kwargs: Any) -> None:
@@ -123,7 +136,7 @@ def measure(
                 },
                 "objective": {"metric": "score", "mode": "maximize"},
                 "num_iterations": trials,
-                "parallelism": 1,
+                "parallelism": parallelism,
                 "storage": str(folder / "runs"),
                 **(overrides or {}),
             }
@@ -134,32 +147,33 @@ def measure(
         distributed.scheduler.Scheduler.__init__ = scheduler_init  # type: ignore[method-assign]
         dask.config.set({"distributed.worker.preload": preloads})
         del os.environ["DISPATCH_PATH_LOG"]
-    rows = sorted(result.trials, key=lambda t: t.metrics["started_at"])
-    starts = [t.metrics["started_at"] for t in rows]
-    ends = [t.metrics["ended_at"] for t in rows]
-    steps: dict[str, list[dict[str, float]]] = collections.defaultdict(list)
+    steps: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)
     for line in log.read_text().splitlines():
         entry = json.loads(line)
         steps[entry["step"]].append(entry)
-    entered = sorted(e["t"] for e in steps["run_trial"])
-    returned = sorted(e["t"] + e["dt"] for e in steps["run_trial"])
+    runs = {e["trial_id"]: e for e in steps["run_trial"]}
+    by_worker: dict[str, list[Any]] = collections.defaultdict(list)
+    for trial in result.trials:
+        by_worker[str(trial.worker)].append(trial)
     hops: dict[str, list[float]] = collections.defaultdict(list)
-    for i in range(5, len(rows)):
-        end, start = ends[i - 1], starts[i]
-        has_it = _first_after(marks["master has it"], end)
-        submitted = _first_after(marks["submit"], has_it)
-        processing = _first_after(marks["scheduler processing"], submitted)
-        entry = _first_after(entered, processing)
-        hops["model end -> run_trial returns"].append(_first_after(returned, end) - end)
-        hops["model end -> scheduler has it"].append(
-            _first_after(marks["scheduler memory"], end) - end
-        )
-        hops["model end -> master has it"].append(has_it - end)
-        hops["master decides and submits"].append(submitted - has_it)
-        hops["submit -> scheduler sends it"].append(processing - submitted)
-        hops["scheduler -> run_trial starts"].append(entry - processing)
-        hops["run_trial starts -> model starts"].append(start - entry)
-        hops["model end -> next model start (the gap)"].append(start - end)
+    for mine in by_worker.values():
+        mine.sort(key=lambda t: t.metrics["started_at"])
+        for before, after in itertools.pairwise(mine):
+            if int(after.trial_id) < 2 * parallelism:  # the first rounds: warm-up
+                continue
+            one, two = before.trial_id, after.trial_id
+            end, start = before.metrics["ended_at"], after.metrics["started_at"]
+            returned = runs[one]["t"] + runs[one]["dt"]
+            has_it, submitted = marks["master has it"][one], marks["submit"][two]
+            processing = marks["scheduler processing"][two]
+            hops["model end -> run_trial returns"].append(returned - end)
+            hops["model end -> scheduler has it"].append(marks["scheduler memory"][one] - end)
+            hops["model end -> master has it"].append(has_it - end)
+            hops["master has it -> next submit here"].append(submitted - has_it)
+            hops["submit -> scheduler sends it"].append(processing - submitted)
+            hops["scheduler -> run_trial starts"].append(runs[two]["t"] - processing)
+            hops["run_trial starts -> model starts"].append(start - runs[two]["t"])
+            hops["model end -> next model start (the gap)"].append(start - end)
     figures = {name: _median_ms(values) for name, values in hops.items()}
     for step in ("checkout", "start_sync", "ship_trial_log", "finish_sync"):
         figures[f"worker step {step}"] = _median_ms([e["dt"] for e in steps[step]])
@@ -170,12 +184,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=60)
     parser.add_argument("--sleep", type=float, default=0.1, help="seconds each trial sleeps")
+    parser.add_argument("--parallelism", type=int, default=1, help="P, trials at once")
     arguments = parser.parse_args(argv)
-    if arguments.trials < 7:
-        parser.error(f"--trials is {arguments.trials}; it must be at least 7 (5 are warm-up)")
+    trials, parallelism = arguments.trials, arguments.parallelism
+    if parallelism < 1 or trials < 4 * parallelism:
+        parser.error(
+            f"--trials {trials} --parallelism {parallelism}: P must be at least 1 and the trials "
+            "at least 4 P (the first 2 P are warm-up)"
+        )
     with tempfile.TemporaryDirectory(prefix="ultron-dispatch-path-") as folder:
-        figures = measure(arguments.trials, arguments.sleep, Path(folder))
-    print(f"P=1, {arguments.trials} trials of {arguments.sleep} s, {os.cpu_count()} cores, "
+        figures = measure(trials, arguments.sleep, Path(folder), parallelism=parallelism)
+    print(f"P={parallelism}, {trials} trials of {arguments.sleep} s, {os.cpu_count()} cores, "
           f"load {os.getloadavg()[0]:.1f}: median ms")  # fmt: skip
     for name, value in figures.items():
         print(f"  {name:45s} {value:8.2f}")

@@ -1,5 +1,5 @@
-"""benchmarks/dispatch_path.py on a real job: every hop between two trials is timed, by the
-clocks of the parts that pass it, and the hops add up to the gap they split."""
+"""benchmarks/dispatch_path.py on a real job at P=2: every hop between two trials on one worker
+is timed, by the clocks of the parts that pass it, and the hops add up to the gap they split."""
 
 from __future__ import annotations
 
@@ -18,12 +18,12 @@ def test_the_hops_between_two_trials_add_up_to_the_gap(
     monkeypatch.syspath_prepend(str(REPO))  # the benchmarks package runs from the checkout
     from benchmarks.dispatch_path import measure
 
-    figures = measure(8, 0.02, tmp_path, {"redis_url": redis_url})
+    figures = measure(10, 0.02, tmp_path, {"redis_url": redis_url}, parallelism=2)
     assert all(value > 0 for value in figures.values()), figures
     gap = figures.pop("model end -> next model start (the gap)")
     path = [
         "model end -> master has it",
-        "master decides and submits",
+        "master has it -> next submit here",
         "submit -> scheduler sends it",
         "scheduler -> run_trial starts",
         "run_trial starts -> model starts",
