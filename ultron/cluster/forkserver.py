@@ -44,7 +44,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["restoring_environ", "start", "stop", "warm", "worker_start_method"]
+__all__ = ["nanny_settings", "restoring_environ", "start", "stop", "warm", "worker_start_method"]
 
 logger = logging.getLogger(__name__)
 
@@ -167,16 +167,24 @@ def _nanny_environ() -> dict[str, str]:
     return environ
 
 
+def nanny_settings() -> dict[str, str]:
+    """What a Dask nanny sets in its worker's environment (``distributed.nanny``'s
+    ``pre-spawn-environ`` and ``environ``), as this process's Dask config says (none where
+    ``distributed``'s defaults are not loaded)."""
+    import dask
+
+    settings: dict[str, str] = {}
+    for key in ("distributed.nanny.pre-spawn-environ", "distributed.nanny.environ"):
+        values = dask.config.get(key, default=None) or {}
+        settings.update({name: str(v) for name, v in values.items() if v is not None})
+    return settings
+
+
 def _set_by_nanny() -> set[str]:
     """Variables a Dask nanny sets in its worker as the worker starts (and in this process, as
     it starts the first), and one Dask sets here that does not change what a worker computes:
     ``__DASK_PARENT_PID`` (it only lets children retitle their processes)."""
-    import dask
-
-    names = {"PYTHONHASHSEED", "__DASK_PARENT_PID"}
-    for key in ("distributed.nanny.pre-spawn-environ", "distributed.nanny.environ"):
-        names.update(dask.config.get(key, default=None) or {})
-    return names
+    return {"PYTHONHASHSEED", "__DASK_PARENT_PID", *nanny_settings()}
 
 
 @contextlib.contextmanager

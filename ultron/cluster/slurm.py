@@ -109,7 +109,7 @@ def worker_job_options(spec: JobSpec, name: str, partition: int | None = None) -
     """
     cluster = spec.cluster
     assert isinstance(cluster, SlurmCluster)
-    cores = max(1, math.ceil(spec.resources.cpu))
+    cores = spec.resources.threads
     memory = spec.resources.memory or f"{cores * _DEFAULT_MEMORY_PER_CORE // 2**30}GiB"
     directives = list(cluster.job_directives)
     # SLURM books whole GPUs (a fraction would need a site's shard or MPS gres): a trial that

@@ -283,6 +283,7 @@ class MasterCore:
         """The score cache's answers for trials about to be launched."""
         if any(canonical(c) in self._puts for c in candidates):
             self._write_puts()  # a repeat of a result not written yet: the cache must see it
+            self._puts.clear()
         return self.cache.get_many(candidates, job_id=self.state.job_id, trial_ids=ids)
 
     def _commit(self, candidates: list[Config], results: list[TrialResult]) -> None:
@@ -304,11 +305,13 @@ class MasterCore:
             self._write_back()
             raise
 
-    def _write_puts(self) -> None:
-        """Write the score cache's entries of the trials completed since the last write."""
-        for key, (config, entry) in list(self._puts.items()):
-            self.cache.put(config, entry)
-            del self._puts[key]  # written: a failed write leaves the rest for the next try
+    def _write_puts(self, pipe: Any = None) -> None:
+        """Write the score cache's entries of the trials completed since the last write; with
+        ``pipe`` (a pipeline of the cache's Redis) queue them in it. The caller forgets them
+        once written: a failed write leaves them for the next (writing one twice is
+        harmless)."""
+        for config, entry in self._puts.values():
+            self.cache.put(config, entry, pipe=pipe)
 
     def _write_back(self) -> None:
         """Write what the loop deferred: the score cache's new entries, then the new rows with
@@ -317,19 +320,12 @@ class MasterCore:
         failed write did not write stays for the next one."""
         # A simulation's in-memory store and cache have no Redis client.
         client = getattr(self.store, "client", None)
-        shared = client is not None and getattr(self.cache, "client", None) is client
-        if not shared:
+        if self._puts and (client is None or getattr(self.cache, "client", None) is not client):
             self._write_puts()
-        puts = list(self._puts.values()) if shared else []
-
-        def write_puts(pipe: Any) -> None:
-            for config, entry in puts:
-                self.cache.put(config, entry, pipe=pipe)
-
-        self._checkpoint(self._unsaved, first=write_puts if puts else None)
-        self._unsaved = []
-        if shared:
             self._puts.clear()
+        self._checkpoint(self._unsaved, first=self._write_puts if self._puts else None)
+        self._unsaved = []
+        self._puts.clear()
 
     def _checkpoint(
         self,

@@ -110,7 +110,7 @@ class Resources(Strict):
         """Resource-limiter units one trial holds: its GPUs (a fraction too), or its CPUs
         rounded up."""
         uses_gpu = self.compute == "gpu" or (self.compute is None and self.gpu > 0)
-        return self.gpu if uses_gpu else max(1, math.ceil(self.cpu))
+        return self.gpu if uses_gpu else self.threads
 
     @property
     def threads(self) -> int:

@@ -27,23 +27,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from ultron.cluster.forkserver import nanny_settings
 from ultron.spec.sections import THREAD_VARIABLES
 
-__all__ = ["compute_environ", "dask_environ"]
+__all__ = ["compute_environ"]
 
 _ALLOCATOR = ("MALLOC_TRIM_THRESHOLD_",)
-
-
-def dask_environ() -> dict[str, str]:
-    """What Dask's nanny sets in its worker's environment, as this process's Dask config says
-    (none where ``distributed``'s defaults are not loaded)."""
-    import dask.config
-
-    set_by_dask: dict[str, str] = {}
-    for key in ("distributed.nanny.pre-spawn-environ", "distributed.nanny.environ"):
-        values = dask.config.get(key, default=None) or {}
-        set_by_dask.update({name: str(v) for name, v in values.items() if v is not None})
-    return set_by_dask
 
 
 def compute_environ(
@@ -52,7 +41,8 @@ def compute_environ(
     """``environ`` (a worker's) as a trial process that may use ``threads`` cores gets it.
 
     Dask's allocator setting is left out and the thread variables are ``threads``, where they
-    are absent or hold Dask's value (``set_by_dask``: default :func:`dask_environ`); a value
+    are absent or hold Dask's value (``set_by_dask``: default
+    :func:`~ultron.cluster.forkserver.nanny_settings`); a value
     of the user's, one that differs from Dask's, stays.
 
     Example:
@@ -62,7 +52,7 @@ def compute_environ(
         [('MKL_NUM_THREADS', '6'), ('OMP_NUM_THREADS', '4'), ('OPENBLAS_NUM_THREADS', '4'),
          ('PATH', '/bin')]
     """
-    dask = dask_environ() if set_by_dask is None else set_by_dask
+    dask = nanny_settings() if set_by_dask is None else set_by_dask
     env = {
         name: value
         for name, value in environ.items()
