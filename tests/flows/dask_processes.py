@@ -81,6 +81,14 @@ class DaskProcesses:
             env,
         )  # fmt: skip
 
+    def wait_for_workers(self, count: int) -> None:
+        """Return once ``count`` workers have joined the scheduler: a worker process started
+        is not yet a worker the scheduler knows."""
+        from distributed import Client
+
+        with Client(self.address, timeout=30) as client:
+            client.wait_for_workers(count, timeout=120)
+
     def stop(self) -> None:
         """Kill every process started, with everything it started, workers first."""
         for proc in reversed(self._started):

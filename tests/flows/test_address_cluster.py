@@ -38,10 +38,7 @@ def dask_cluster(tmp_path: Path, dask_processes: DaskProcesses) -> tuple[str, Pa
     address = dask_processes.scheduler(env=env)
     for _ in range(WORKERS):
         dask_processes.worker(env=env)
-    from distributed import Client
-
-    with Client(address, timeout=30) as client:
-        client.wait_for_workers(WORKERS, timeout=120)
+    dask_processes.wait_for_workers(WORKERS)
     return address, calls
 
 

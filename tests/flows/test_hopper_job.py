@@ -43,6 +43,8 @@ def partition_cluster(tmp_path: Path, s3_endpoint: str, dask_processes: DaskProc
             "--name", f"w{k}", "--resources", f"partition-{k}=1",
             env={"HOPPER_HOLD_DIR": str(hold)},
         )  # fmt: skip
+    # The job checks at its start that a worker holds each partition.
+    dask_processes.wait_for_workers(WORKERS)
     return address
 
 
