@@ -90,6 +90,13 @@ def test_keep_last_prunes_older_committed_checkpoints(store: Store, tmp_path: Pa
     assert not fs.exists(f"{root}/epoch-0001/weights.bin")
 
 
+def wait_for_a_failure(syncer: CheckpointSyncer) -> None:
+    """Wait until the side thread has recorded a failed upload, however long the store takes
+    to answer (a loaded machine can take more than a second for the first S3 call)."""
+    while not syncer.errors:
+        assert not syncer.flush(timeout_s=0.5)  # never uploaded meanwhile; wakes the thread
+
+
 def test_upload_errors_do_not_raise_and_are_retried_on_s3(
     tmp_path: Path, s3_url: str, s3_storage_options: dict[str, Any]
 ) -> None:
@@ -98,7 +105,7 @@ def test_upload_errors_do_not_raise_and_are_retried_on_s3(
     local = tmp_path / "local"
     with store.syncer(local) as syncer:
         write_checkpoint(local, 0)  # the caller's side never sees the failure
-        assert not syncer.flush(timeout_s=0.5)
+        wait_for_a_failure(syncer)
         assert syncer.errors and syncer.uploaded == [] and syncer.running
         assert syncer.pending() == ["epoch-0000"]
         fs, _ = store.fs()
@@ -114,7 +121,7 @@ def test_upload_errors_do_not_raise_and_are_retried_on_a_folder(tmp_path: Path) 
     store = Store(str(blocker / "checkpoints"), {})
     with store.syncer(tmp_path / "local") as syncer:
         write_checkpoint(tmp_path / "local", 0)
-        assert not syncer.flush(timeout_s=0.5)
+        wait_for_a_failure(syncer)
         assert syncer.errors and syncer.running  # tens of failures; the thread lives on
         blocker.unlink()
         assert syncer.flush(timeout_s=30)
