@@ -185,6 +185,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--trials", type=int, default=60)
     parser.add_argument("--sleep", type=float, default=0.1, help="seconds each trial sleeps")
     parser.add_argument("--parallelism", type=int, default=1, help="P, trials at once")
+    parser.add_argument("--loop", choices=["batch", "async"], default="batch", help="the spec's loop")
     arguments = parser.parse_args(argv)
     trials, parallelism = arguments.trials, arguments.parallelism
     if parallelism < 1 or trials < 4 * parallelism:
@@ -193,8 +194,14 @@ def main(argv: Sequence[str] | None = None) -> None:
             "at least 4 P (the first 2 P are warm-up)"
         )
     with tempfile.TemporaryDirectory(prefix="ultron-dispatch-path-") as folder:
-        figures = measure(trials, arguments.sleep, Path(folder), parallelism=parallelism)
-    print(f"P={parallelism}, {trials} trials of {arguments.sleep} s, {os.cpu_count()} cores, "
+        figures = measure(
+            trials,
+            arguments.sleep,
+            Path(folder),
+            {"loop": arguments.loop},
+            parallelism=parallelism,
+        )
+    print(f"{arguments.loop} loop, P={parallelism}, {trials} trials of {arguments.sleep} s, {os.cpu_count()} cores, "
           f"load {os.getloadavg()[0]:.1f}: median ms")  # fmt: skip
     for name, value in figures.items():
         print(f"  {name:45s} {value:8.2f}")

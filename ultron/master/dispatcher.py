@@ -33,9 +33,11 @@ __all__ = ["TrialDispatcher"]
 
 def _memory_limit(memory: str | None) -> int | None:
     """``resources.memory`` (a Kubernetes quantity) in bytes, as the Dask workers get it."""
+    if memory is None:
+        return None
     from dask.utils import parse_bytes  # understands Ki, Mi, Gi, Ti, k, M, G, T as they are
 
-    return None if memory is None else parse_bytes(memory)
+    return parse_bytes(memory)
 
 
 class TrialDispatcher:
