@@ -175,6 +175,9 @@ def measure(
             hops["run_trial starts -> model starts"].append(start - runs[two]["t"])
             hops["model end -> next model start (the gap)"].append(start - end)
     figures = {name: _median_ms(values) for name, values in hops.items()}
+    gaps = sorted(hops["model end -> next model start (the gap)"])
+    figures["the gap's mean"] = 1000 * statistics.fmean(gaps)
+    figures["the gap's 90th percentile"] = 1000 * gaps[int(0.9 * (len(gaps) - 1))]
     for step in ("checkout", "start_sync", "ship_trial_log", "finish_sync"):
         figures[f"worker step {step}"] = _median_ms([e["dt"] for e in steps[step]])
     return figures

@@ -167,6 +167,8 @@ def search_loop(
             max_failed_share=spec.max_failed_share,
             tell_stopped=spec.early_stopping is None or spec.early_stopping.tell_stopped,
             metrics=asked_metrics(spec),
+            # A stopper resumes its suspended trials in the slots that free: none queued ahead.
+            queue_ahead=spec.early_stopping is None,
         ),
         strategy=strategy,
         cache=job_score_cache(

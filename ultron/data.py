@@ -121,7 +121,8 @@ def service_config() -> dict[str, Any] | None:
         return _config
     from ultron.settings import settings  # here: importing ultron.data stays light
 
-    return settings().data_service
+    shared = settings().data_service  # the settings are shared: the caller gets its own copy
+    return None if shared is None else dict(shared)
 
 
 def stats() -> DataStats:

@@ -15,6 +15,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from pathlib import Path
@@ -214,11 +215,24 @@ class UltronSettings(BaseSettings):
 
 
 def settings() -> UltronSettings:
-    """The ``ULTRON_*`` variables as they are now (read on every call; nothing is cached).
+    """The ``ULTRON_*`` variables as they are now.
+
+    Built again whenever they (or ``HOME``, which ``~`` in them means) changed since the last
+    call, else the last one built for the same values: a worker reads its settings several
+    times a trial, and pydantic-settings takes about a millisecond to read the environment.
 
     Raises:
-        EnvironmentVariableError: a variable has a bad value.
+        EnvironmentVariableError: a variable has a bad value (raised again at every call).
     """
+    ours = (
+        (name.upper(), value) for name, value in os.environ.items() if name.upper().startswith(PREFIX)
+    )
+    return _settings_of(os.environ.get("HOME"), tuple(sorted(ours)))
+
+
+@functools.lru_cache(maxsize=16)
+def _settings_of(home: str | None, variables: tuple[tuple[str, str], ...]) -> UltronSettings:
+    """The settings of these variables (the key of the cache; read from the environment)."""
     _warn_unknown()
     try:
         return UltronSettings()

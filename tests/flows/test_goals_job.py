@@ -107,14 +107,18 @@ def test_a_target_ends_the_job_at_the_first_trial_that_reaches_it(
     assert reached.status is TrialStatus.COMPLETED and reached.score is not None
     assert reached.score >= 3
     # The first to reach it (the grid's seeded order, so not always trial 0003): every other
-    # trial that completed scored less; the one other trial running then was stopped;
-    # nothing started after it.
+    # trial that completed scored less; the one other trial running then was stopped; the
+    # trials queued behind the 2 workers (1 s trials are short: ultron.master.async_loop)
+    # returned stopped without starting; nothing started after it.
     completed = [t for t in result.trials if t.status is TrialStatus.COMPLETED and t != reached]
     assert all(t.score is not None and t.score < 3 for t in completed)
     stopped = [t for t in result.trials if t.status is TrialStatus.STOPPED]
-    assert len(stopped) <= 1 and len(completed) + len(stopped) + 1 == len(result.trials)
-    assert max(t.trial_id for t in result.trials) <= f"{int(named) + 1:04d}"
-    assert len(_events(calls, "start")) == len(result.trials) < 10
+    never = [t for t in stopped if "before it started" in (t.error or "")]
+    assert len(stopped) - len(never) <= 1 and len(never) <= 2
+    assert all(t.score is None for t in never)
+    assert len(completed) + len(stopped) + 1 == len(result.trials)
+    assert max(t.trial_id for t in result.trials) <= f"{int(named) + 3:04d}"
+    assert len(_events(calls, "start")) == len(result.trials) - len(never) < 10
     best = json.loads(Path(result.files["best.json"]).read_text())
     assert best["end_reason"] == result.end_reason
     assert f"Ended: {result.end_reason}" in _summary_artifact(result.job_id)

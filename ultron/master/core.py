@@ -73,6 +73,8 @@ class SearchSettings:
             (otherwise NaN).
         metrics: with several objectives or constraints, the metrics the strategy is told for
             each trial (a dict of them instead of the score); empty: the score.
+        queue_ahead: whether the async loop may queue a trial behind each busy worker of the
+            job's own (:func:`ultron.master.async_loop.queued_ahead`).
     """
 
     num_iterations: int
@@ -80,6 +82,7 @@ class SearchSettings:
     max_failed_share: float = 0.5
     tell_stopped: bool = True
     metrics: tuple[str, ...] = ()
+    queue_ahead: bool = False
 
 
 @dataclass
@@ -172,11 +175,11 @@ class MasterCore:
                 {**hit["result"], "trial_id": trial_id, "score": hit["score"]}
             )
             self.state.curves[trial_id] = hit.get("curve", [])
-            self.on_result(self.state, self.dispatcher.in_flight, recovered)
+            self.on_result(self.state, self._running(), recovered)
             return recovered
         if hit is not None:
             cached = _cached(trial_id, config, hit["score"], hit.get("metrics", {}))
-            self.on_result(self.state, self.dispatcher.in_flight, cached)
+            self.on_result(self.state, self._running(), cached)
             return cached
         key = canonical(config)
         if key in self._waiting:
@@ -189,6 +192,11 @@ class MasterCore:
                 self.dispatcher.request(trial_id, config, attempt=attempt, resume=resume)
             )
         return None
+
+    def _running(self) -> int:
+        """Trials running now, as the progress shows them: those submitted, less those queued
+        behind a busy worker."""
+        return min(self.dispatcher.in_flight, self.settings.parallelism)
 
     def _start_launched(self) -> None:
         self.dispatcher.start(*self._to_start)
@@ -258,7 +266,7 @@ class MasterCore:
                 else TrialResult.from_dict({**result.to_dict(), "trial_id": trial_id})
             )
         for r in done:
-            self.on_result(self.state, self.dispatcher.in_flight, r)
+            self.on_result(self.state, self._running(), r)
         watch.check_target(done)
         return done
 

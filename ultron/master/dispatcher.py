@@ -100,6 +100,21 @@ class TrialDispatcher:
         """Trials submitted and not yet finally done."""
         return len(self._pending)
 
+    def worker_slots(self) -> int | None:
+        """Trials the workers run at once where this job started every one of them (a local
+        cluster of its own, trials asking for no Dask resources): a trial submitted beyond
+        them waits for one of this job's slots, never runs beside them. None elsewhere (an
+        ``address`` cluster, ``ULTRON_DASK_ADDRESS``, GPU trials) or before the start."""
+        running = self._cluster.running if isinstance(self._cluster, LazyCluster) else None
+        cluster = None if running is None or self.resources else running.cluster
+        if cluster is None:
+            return None
+        from distributed import LocalCluster  # imported already: the cluster runs
+
+        if not isinstance(cluster, LocalCluster):
+            return None
+        return sum(int(w["options"].get("nthreads", 1)) for w in cluster.worker_spec.values())
+
     def request(
         self, trial_id: str, config: dict[str, Any], *, attempt: int = 1, resume: bool = False
     ) -> TrialRequest:

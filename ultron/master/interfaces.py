@@ -30,6 +30,10 @@ class Dispatcher(Protocol):
 
     def start(self, *requests: TrialRequest) -> None: ...
 
+    def worker_slots(self) -> int | None:
+        """Trials the job's own workers run at once, where a trial submitted beyond them waits
+        for one of them; None where other trials may take a free worker."""
+
     def wait_one(
         self, wake: Callable[[], bool] | None = None, timeout: float | None = None
     ) -> tuple[TrialResult, list[dict[str, Any]]] | None:

@@ -74,6 +74,10 @@ class SimulatedDispatcher:
     def in_flight(self) -> int:
         return len(self._running)
 
+    def worker_slots(self) -> None:
+        """None: every simulated trial starts at its submit (none waits behind another)."""
+        return None
+
     @property
     def trials_started(self) -> int:
         """Trials that started training (a resume is not a new start)."""

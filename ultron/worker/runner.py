@@ -225,6 +225,23 @@ def _last_reported(request: TrialRequest) -> float | None:
     return None
 
 
+def _not_started(request: TrialRequest, reason: str) -> dict[str, Any]:
+    """The answer of a trial asked to stop before it started (the job's goal was reached, or
+    it was cancelled, while the trial waited behind another on its worker): stopped, with no
+    score, its model never called. Not stored: a resumed job runs it in full."""
+    result = TrialResult.from_dict(
+        {
+            "trial_id": request.trial_id,
+            "hyperparameters": request.hyperparameters,
+            "status": TrialStatus.STOPPED,
+            "attempts": request.attempt,
+            "worker": _worker_name(),
+            "error": f"asked to stop ({reason}) before it started; its model never ran",
+        }
+    )
+    return {**result.to_dict(), "curve": []}
+
+
 @on_claimed_gpus
 def run_trial(request_data: dict[str, Any]) -> dict[str, Any]:
     """Run one trial attempt in a warm process; the Dask task function. With a ``GPU``
@@ -237,7 +254,9 @@ def run_trial(request_data: dict[str, Any]) -> dict[str, Any]:
     done_key = keys.trial_result(
         request.job_id, request.trial_id, request.attempt, namespace=request.namespace
     )
-    finished = stored_answer(_redis(request.redis_url).get(done_key), request.hyperparameters)
+    stop_key = keys.trial_stop(request.job_id, request.trial_id, namespace=request.namespace)
+    stored, stop = _redis(request.redis_url).mget(done_key, stop_key)
+    finished = stored_answer(stored, request.hyperparameters)
     # Dask ran this attempt again (its result was on a lost worker), or a restarted master
     # resumed an attempt that had finished. A crash is run again: the infrastructure's fault
     # (a trial process killed as the old master's cluster closed, say).
@@ -246,6 +265,8 @@ def run_trial(request_data: dict[str, Any]) -> dict[str, Any]:
             "trial %s attempt %d already finished; not run again", request.trial_id, request.attempt
         )
         return finished
+    if stop:  # asked to stop while it waited for this worker: it never starts
+        return _not_started(request, json.loads(stop).get("decision", "stop"))
     log_dir = os.path.dirname(request.log_path)
     started = time.monotonic()
     log_path = os.path.join(log_dir, f"worker-{os.getpid()}.log")

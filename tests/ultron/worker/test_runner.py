@@ -163,3 +163,26 @@ def test_a_stored_crash_is_run_again(tmp_path: Path, redis_url: str) -> None:
     client.set(f"ultron:job:{JOB}:run:result:killed:1", json.dumps(crash))
     result = run_trial(request)
     assert result["status"] == TrialStatus.COMPLETED and result["score"] == 3.0
+
+
+def test_a_trial_asked_to_stop_before_it_started_never_runs(
+    tmp_path: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A trial queued behind a busy worker when the job's target was reached: the master set
+    # its stop flag as it did every running trial's. Its model must not run, and the trial
+    # after it (no flag) runs as ever.
+    from ultron.redis import keys
+
+    calls = tmp_path / "calls.txt"
+    monkeypatch.setenv("TOY_CALLS_FILE", str(calls))
+    client = redis.Redis.from_url(redis_url)
+    asked = {"decision": "target reached", "at": 0.0, "grace": 30.0}
+    client.set(keys.trial_stop(JOB, "queued"), json.dumps(asked))
+    withdrawn = run_trial(_request(tmp_path, redis_url, "ok", trial_id="queued"))
+    assert withdrawn["status"] == TrialStatus.STOPPED and withdrawn["score"] is None
+    assert "(target reached) before it started" in withdrawn["error"]
+    assert not calls.exists()
+    # Nothing stored for it: the same attempt resumed by a later run of the job trains.
+    client.delete(keys.trial_stop(JOB, "queued"))
+    assert run_trial(_request(tmp_path, redis_url, "ok", trial_id="queued"))["score"] == 3.0
+    assert len(calls.read_text().splitlines()) == 1
