@@ -188,7 +188,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--trials", type=int, default=60)
     parser.add_argument("--sleep", type=float, default=0.1, help="seconds each trial sleeps")
     parser.add_argument("--parallelism", type=int, default=1, help="P, trials at once")
-    parser.add_argument("--loop", choices=["batch", "async"], default="batch", help="the spec's loop")
+    parser.add_argument(
+        "--loop", choices=["batch", "async"], default="batch", help="the spec's loop"
+    )
     arguments = parser.parse_args(argv)
     trials, parallelism = arguments.trials, arguments.parallelism
     if parallelism < 1 or trials < 4 * parallelism:
@@ -204,8 +206,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             {"loop": arguments.loop},
             parallelism=parallelism,
         )
-    print(f"{arguments.loop} loop, P={parallelism}, {trials} trials of {arguments.sleep} s, {os.cpu_count()} cores, "
-          f"load {os.getloadavg()[0]:.1f}: median ms")  # fmt: skip
+    print(f"{arguments.loop} loop, P={parallelism}, {trials} trials of {arguments.sleep} s, "
+          f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}: median ms")  # fmt: skip
     for name, value in figures.items():
         print(f"  {name:45s} {value:8.2f}")
 

@@ -225,7 +225,9 @@ def settings() -> UltronSettings:
         EnvironmentVariableError: a variable has a bad value (raised again at every call).
     """
     ours = (
-        (name.upper(), value) for name, value in os.environ.items() if name.upper().startswith(PREFIX)
+        (name.upper(), value)
+        for name, value in os.environ.items()
+        if name.upper().startswith(PREFIX)
     )
     return _settings_of(os.environ.get("HOME"), tuple(sorted(ours)))
 
