@@ -93,11 +93,11 @@ def test_a_target_ends_the_job_at_the_first_trial_that_reaches_it(
     result = _run(
         tmp_path,
         redis_url,
-        search_space={"x": list(range(10)), "sleep": [1.0]},
+        search_space={"x": list(range(10)), "sleep": [0.5]},  # short: they queue
         strategy="grid",  # every x once, in an order seeded by the job's seed
         loop="async",
         parallelism=2,
-        objective={"mode": "maximize", "target": 3},
+        objective={"mode": "maximize", "target": 7},
         num_iterations=10,
     )
     assert result.status == "completed"
@@ -105,16 +105,17 @@ def test_a_target_ends_the_job_at_the_first_trial_that_reaches_it(
     named = result.end_reason.rsplit(" ", 1)[-1]
     reached = next(t for t in result.trials if t.trial_id == named)
     assert reached.status is TrialStatus.COMPLETED and reached.score is not None
-    assert reached.score >= 3
+    assert reached.score >= 7
     # The first to reach it (the grid's seeded order, so not always trial 0003): every other
-    # trial that completed scored less; the one other trial running then was stopped; the
-    # trials queued behind the 2 workers (1 s trials are short: ultron.master.async_loop)
-    # returned stopped without starting; nothing started after it.
+    # trial that completed scored less; nothing started after it. Half-second trials queue
+    # behind the 2 workers (ultron.master.async_loop): those still waiting returned stopped
+    # without starting; the other one running was stopped, and so was a queued one that
+    # started as a worker freed before the master had the result (at most one per worker).
     completed = [t for t in result.trials if t.status is TrialStatus.COMPLETED and t != reached]
-    assert all(t.score is not None and t.score < 3 for t in completed)
+    assert all(t.score is not None and t.score < 7 for t in completed)
     stopped = [t for t in result.trials if t.status is TrialStatus.STOPPED]
     never = [t for t in stopped if "before it started" in (t.error or "")]
-    assert len(stopped) - len(never) <= 1 and len(never) <= 2
+    assert len(stopped) - len(never) <= 3 and len(never) <= 2
     assert all(t.score is None for t in never)
     assert len(completed) + len(stopped) + 1 == len(result.trials)
     assert max(t.trial_id for t in result.trials) <= f"{int(named) + 3:04d}"

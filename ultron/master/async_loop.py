@@ -22,13 +22,14 @@ from ultron.trial_records import TrialResult, TrialStatus
 
 __all__ = ["QUEUE_AHEAD_BELOW_S", "keep_running", "queued_ahead"]
 
-QUEUE_AHEAD_BELOW_S = 5.0
+QUEUE_AHEAD_BELOW_S = 1.0
 """Trials queue behind busy workers while the job's recent trials took less than this many
 seconds (their median). The way from a trial's end through the master to the next trial's start
-costs about 10 ms on 2 idle cores and 25 ms at P=8 (``benchmarks/dispatch_path.py``): 2-5% of a
-half-second trial, under 0.5% of a trial of this length. A queued trial is sampled before the
-results of the trials ahead of it are in, so longer trials, where the overhead is negligible,
-keep every proposal as informed as the async loop allows."""
+costs about 10 ms on 2 cores (``benchmarks/dispatch_path.py --loop async``): 2% of a half-second
+trial, 1% of a trial of this length. What queuing costs grows with the trials' length: a queued
+trial is proposed before the results of the trials ahead of it are in, and a smaller
+parallelism (``ultron scale``) applies once the trials queued then have run, one more trial
+per worker. Longer trials keep both at their least."""
 
 
 def queued_ahead(master: MasterCore) -> int:

@@ -243,7 +243,8 @@ class TrialDispatcher:
         running = sorted({r.trial_id for r in self._pending.values()})
         if not running:
             return []
-        stop = json.dumps({"decision": reason, "at": time.time(), "grace": grace_s})
+        # "job": every trial is asked, so one still waiting for its worker never starts.
+        stop = json.dumps({"decision": reason, "at": time.time(), "grace": grace_s, "job": True})
         pipe = self.store.client.pipeline()
         for trial_id in running:
             pipe.set(

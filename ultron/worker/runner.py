@@ -226,9 +226,11 @@ def _last_reported(request: TrialRequest) -> float | None:
 
 
 def _not_started(request: TrialRequest, reason: str) -> dict[str, Any]:
-    """The answer of a trial asked to stop before it started (the job's goal was reached, or
+    """The answer of a trial the job asked to stop before it started (its goal was reached, or
     it was cancelled, while the trial waited behind another on its worker): stopped, with no
-    score, its model never called. Not stored: a resumed job runs it in full."""
+    score, its model never called. Not stored: a resumed job runs it in full. (A stopper's
+    decision for one trial is about its reports: a retry of a trial it stopped starts, and
+    hears it at its first report.)"""
     result = TrialResult.from_dict(
         {
             "trial_id": request.trial_id,
@@ -265,8 +267,9 @@ def run_trial(request_data: dict[str, Any]) -> dict[str, Any]:
             "trial %s attempt %d already finished; not run again", request.trial_id, request.attempt
         )
         return finished
-    if stop:  # asked to stop while it waited for this worker: it never starts
-        return _not_started(request, json.loads(stop).get("decision", "stop"))
+    asked = json.loads(stop) if stop else {}
+    if asked.get("job"):  # the job asked all its trials to stop while this one waited
+        return _not_started(request, asked.get("decision", "stop"))
     log_dir = os.path.dirname(request.log_path)
     started = time.monotonic()
     log_path = os.path.join(log_dir, f"worker-{os.getpid()}.log")

@@ -176,7 +176,7 @@ def test_a_trial_asked_to_stop_before_it_started_never_runs(
     calls = tmp_path / "calls.txt"
     monkeypatch.setenv("TOY_CALLS_FILE", str(calls))
     client = redis.Redis.from_url(redis_url)
-    asked = {"decision": "target reached", "at": 0.0, "grace": 30.0}
+    asked = {"decision": "target reached", "at": 0.0, "grace": 30.0, "job": True}
     client.set(keys.trial_stop(JOB, "queued"), json.dumps(asked))
     withdrawn = run_trial(_request(tmp_path, redis_url, "ok", trial_id="queued"))
     assert withdrawn["status"] == TrialStatus.STOPPED and withdrawn["score"] is None
