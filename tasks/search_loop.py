@@ -126,6 +126,7 @@ def search_loop(
             sorted(running_before),
         )
     store.clear_running()
+    store.clear_job_stops(sorted(running_before))  # an earlier master's goal or cancel
     if state.algorithm and hasattr(strategy, "load_state_dict"):
         strategy.load_state_dict(state.algorithm)
     if spec.execution.hopper:  # model hopper parallelism instead of a trial loop

@@ -1,17 +1,26 @@
 """Short trials in the async loop wait queued behind the job's busy workers
 (:func:`ultron.master.async_loop.queued_ahead`): never more than ``parallelism`` of them run at
-once, and every queued trial runs once."""
+once, every queued trial runs once, and one lost with its worker before it started does not
+spend a retry."""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import threading
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 
 import ultron
+from tests.flows.dask_processes import wait_for
 from tests.flows.elastic import most_at_once
 from ultron.master.dispatcher import TrialDispatcher
+from ultron.redis import keys
 from ultron.trial_records import TrialStatus
 
 TOY = Path(__file__).parents[1] / "data" / "toy"
@@ -53,3 +62,65 @@ def test_short_trials_queue_behind_busy_workers_and_never_run_beside_them(
     assert max(submitted) == 4, submitted
     spans = [(t.metrics["start"], t.metrics["end"]) for t in result.trials]
     assert most_at_once(spans, 0.0, float("inf")) == 2
+
+
+def test_a_trial_queued_on_a_lost_worker_runs_without_spending_a_retry(
+    tmp_path: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # retries: 0. The worker dies while a trial runs and the next one waits behind it: the one
+    # that ran is crashed (no retry left); the one that waited never started, so it is
+    # submitted again as if nothing happened, and completes.
+    calls = tmp_path / "calls.jsonl"
+    monkeypatch.setenv("TOY_CALLS_FILE", str(calls))
+    client = redis.Redis.from_url(redis_url)
+    job_id = f"queue-lost-{uuid.uuid4().hex[:8]}"
+    running = keys.job_run(job_id, "running")
+    killed: dict[str, Any] = {}
+
+    def log() -> list[dict[str, Any]]:
+        return (
+            [json.loads(line) for line in calls.read_text().splitlines()] if calls.exists() else []
+        )
+
+    def kill_the_worker() -> None:
+        # The moment: a trial (the third or later: the first ones' durations make the loop
+        # queue) has trained its first epoch of three, and another waits behind it (two in the
+        # running record; P=1).
+        def one_running_one_queued() -> bool:
+            entries = log()
+            return len({e["x"] for e in entries}) >= 3 and client.hlen(running) == 2
+
+        wait_for(one_running_one_queued, "a trial running and one queued behind it")
+        killed.update(log()[-1])
+        os.kill(killed["worker_pid"], signal.SIGKILL)
+
+    killer = threading.Thread(target=kill_the_worker, daemon=True)
+    killer.start()
+    result = ultron.run(
+        {
+            "name": "queue-lost",
+            "code": str(TOY),
+            "model": "toy_model:Epochs",
+            "search_space": {"x": [float(x) for x in range(6)], "epochs": [3], "epoch_s": [0.15]},
+            "strategy": "grid",
+            "loop": "async",
+            "num_iterations": 6,
+            "parallelism": 1,
+            "retries": 0,
+            "objective": {"metric": "loss"},
+            "storage": str(tmp_path / "runs"),
+            "redis_url": redis_url,
+            "cache": False,
+        },
+        job_id=job_id,
+    )
+    killer.join(timeout=5)
+    assert killed, "no worker was killed"
+    # The one running then crashed (it started: no retry left); the one that waited was
+    # submitted again, as attempt 2, and completed.
+    crashed = [t for t in result.trials if t.status is TrialStatus.CRASHED]
+    completed = [t for t in result.trials if t.status is TrialStatus.COMPLETED]
+    assert len(crashed) == 1 and len(completed) == 5, [(t.status, t.error) for t in result.trials]
+    assert crashed[0].attempts == 1 and "KilledWorker" in (crashed[0].error or "")
+    assert [t.attempts for t in completed].count(2) == 1
+    assert {e["x"] for e in log()} == {float(x) for x in range(6)}

@@ -87,6 +87,9 @@ class TrialDispatcher:
         # Finished futures, released after the next submit (see _release_spent).
         self._spent: list[Any] = []
         self._stopping = False  # the job asked its trials to stop: none is retried
+        # Per trial, its attempts lost with their worker before they started (queued behind
+        # another trial there): submitted again without counting against ``retries``.
+        self._unstarted: dict[str, int] = {}
 
     @property
     def client(self) -> Any:
@@ -232,6 +235,13 @@ class TrialDispatcher:
         except (Exception, asyncio.CancelledError) as exc:  # KilledWorker, a cancellation
             return exc
 
+    def _started(self, request: TrialRequest) -> bool:
+        """Whether a worker started the attempt (``run_trial`` marks it as it begins)."""
+        key = keys.trial_started(
+            request.job_id, request.trial_id, request.attempt, namespace=request.namespace
+        )
+        return bool(self.store.client.exists(key))
+
     def request_stop(self, reason: str, grace_s: float) -> list[str]:
         """Ask every running trial to stop, for ``reason``; no trial is retried from now on.
 
@@ -292,6 +302,8 @@ class TrialDispatcher:
                 data = outcome
             else:  # KilledWorker, a lost worker: the infrastructure's fault
                 exc = outcome
+                if not self._started(request):
+                    self._unstarted[request.trial_id] = self._unstarted.get(request.trial_id, 0) + 1
                 data = {
                     "trial_id": request.trial_id,
                     "hyperparameters": request.hyperparameters,
@@ -309,7 +321,8 @@ class TrialDispatcher:
             result = TrialResult.from_dict(data)
             # Only the infrastructure's faults are retried: OUT_OF_MEMORY would fail again
             # under the same resources.memory.
-            retry = result.status is TrialStatus.CRASHED and request.attempt <= self.spec.retries
+            tries = request.attempt - self._unstarted.get(request.trial_id, 0)
+            retry = result.status is TrialStatus.CRASHED and tries <= self.spec.retries
             if retry and not self._stopping:
                 self.start(
                     self.request(

@@ -323,6 +323,23 @@ class JobStore:
     def clear_running(self) -> None:
         self.client.delete(self.transient("running"))
 
+    def clear_job_stops(self, trial_ids: Sequence[str]) -> list[str]:
+        """Remove the stop flags that a goal or a cancel of an earlier master left on
+        ``trial_ids`` (it died before ``finalize`` removed them): those trials run again, and a
+        worker would otherwise never start them (``ultron.worker.runner``). A stopper's flags
+        stay. Returns the trials whose flag was removed."""
+        if not trial_ids:
+            return []
+        flags = [self.transient("stop", t) for t in trial_ids]
+        stale = [
+            (trial_id, flag)
+            for trial_id, flag, raw in zip(trial_ids, flags, self.client.mget(flags), strict=True)
+            if raw is not None and json.loads(raw).get("job")
+        ]
+        if stale:
+            self.client.delete(*(flag for _, flag in stale))
+        return [trial_id for trial_id, _ in stale]
+
     def running(self) -> dict[str, dict[str, Any]]:
         raw = self.client.hgetall(self.transient("running"))
         return {k.decode(): json.loads(v) for k, v in raw.items()}

@@ -75,6 +75,7 @@ __all__ = [
     "tenant_namespace",
     "trial_reports",
     "trial_result",
+    "trial_started",
     "trial_stop",
 ]
 
@@ -142,6 +143,12 @@ def trial_reports(job_id: str, trial_id: str, *, namespace: str = NAMESPACE) -> 
 def trial_stop(job_id: str, trial_id: str, *, namespace: str = NAMESPACE) -> str:
     """Set (to ``{"decision": ..., "at": time}``) when early stopping wants the trial to end."""
     return job_run(job_id, "stop", trial_id, namespace=namespace)
+
+
+def trial_started(job_id: str, trial_id: str, attempt: int, *, namespace: str = NAMESPACE) -> str:
+    """Set when a worker starts the attempt: a lost worker's attempt that never started (it
+    waited behind another trial) is submitted again without counting as a retry."""
+    return job_run(job_id, "started", trial_id, str(attempt), namespace=namespace)
 
 
 def trial_result(job_id: str, trial_id: str, attempt: int, *, namespace: str = NAMESPACE) -> str:

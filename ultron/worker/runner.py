@@ -228,9 +228,10 @@ def _last_reported(request: TrialRequest) -> float | None:
 def _not_started(request: TrialRequest, reason: str) -> dict[str, Any]:
     """The answer of a trial the job asked to stop before it started (its goal was reached, or
     it was cancelled, while the trial waited behind another on its worker): stopped, with no
-    score, its model never called. Not stored: a resumed job runs it in full. (A stopper's
-    decision for one trial is about its reports: a retry of a trial it stopped starts, and
-    hears it at its first report.)"""
+    score, its model never called. At a goal the master records it so; after a cancel it stays
+    in the running record, and the resumed job runs it (nothing is stored under the attempt).
+    (A stopper's decision for one trial is about its reports: a retry of a trial it stopped
+    starts, and hears it at its first report.)"""
     result = TrialResult.from_dict(
         {
             "trial_id": request.trial_id,
@@ -256,8 +257,12 @@ def run_trial(request_data: dict[str, Any]) -> dict[str, Any]:
     done_key = keys.trial_result(
         request.job_id, request.trial_id, request.attempt, namespace=request.namespace
     )
-    stop_key = keys.trial_stop(request.job_id, request.trial_id, namespace=request.namespace)
-    stored, stop = _redis(request.redis_url).mget(done_key, stop_key)
+    ns = request.namespace
+    pipe = _redis(request.redis_url).pipeline(transaction=False)  # one round trip
+    pipe.get(done_key)
+    pipe.get(keys.trial_stop(request.job_id, request.trial_id, namespace=ns))
+    pipe.set(keys.trial_started(request.job_id, request.trial_id, request.attempt, namespace=ns), 1)
+    stored, stop, _ = pipe.execute()
     finished = stored_answer(stored, request.hyperparameters)
     # Dask ran this attempt again (its result was on a lost worker), or a restarted master
     # resumed an attempt that had finished. A crash is run again: the infrastructure's fault

@@ -91,3 +91,20 @@ def test_stored_spec_reads_a_decoding_client_too(redis_url: str) -> None:
     store.save_spec(_spec(), code_hash="c0de")
     stored = store.stored_spec()
     assert stored is not None and stored.code_hash == "c0de" and stored.spec["model"]
+
+
+def test_a_resumed_job_clears_the_stop_flags_an_earlier_goal_left_and_keeps_a_stoppers(
+    redis_url: str,
+) -> None:
+    # The earlier master reached its goal (or was cancelled), flagged its running trials and
+    # died before finalize: the next run's trials of those ids must start. A stopper's flag is
+    # the stopper's, read at the trial's next report.
+    client = redis.Redis.from_url(redis_url)
+    store = JobStore(client, f"stops-{uuid.uuid4().hex[:8]}")
+    goal = {"decision": "time budget", "at": 1.0, "grace": 30.0, "job": True}
+    client.set(store.transient("stop", "0001"), json.dumps(goal))
+    client.set(store.transient("stop", "0002"), json.dumps({"decision": "stop", "at": 1.0}))
+    assert store.clear_job_stops(["0001", "0002", "0003"]) == ["0001"]
+    assert not client.exists(store.transient("stop", "0001"))
+    assert client.exists(store.transient("stop", "0002"))
+    assert store.clear_job_stops([]) == []
