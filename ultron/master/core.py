@@ -195,8 +195,10 @@ class MasterCore:
 
     def _running(self) -> int:
         """Trials running now, as the progress shows them: those submitted, less those queued
-        behind a busy worker."""
-        return min(self.dispatcher.in_flight, self.settings.parallelism)
+        behind a busy worker (no more than the job's own workers' slots, where it knows them)."""
+        slots = self.dispatcher.worker_slots()
+        running = min(self.dispatcher.in_flight, self.settings.parallelism)
+        return running if slots is None else min(running, slots)
 
     def _start_launched(self) -> None:
         self.dispatcher.start(*self._to_start)
