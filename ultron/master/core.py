@@ -32,12 +32,13 @@ from ultron.master.failure_budget import FailureBudget
 from ultron.master.goals import EndKind, GoalWatch, JobEnd, JobGoals
 from ultron.master.interfaces import Cache, Dispatcher, Elastic, OnResult, Store
 from ultron.master.job_state import JobState
+from ultron.master.search_settings import SearchSettings
 from ultron.master.strategy_log import StrategyLog
 from ultron.master.suspensions import Suspensions
 from ultron.master.warm_start import WarmStartPrior
 from ultron.trial_records import TrialRequest, TrialResult, TrialStatus
 
-__all__ = ["MasterCore", "SearchSettings"]
+__all__ = ["MasterCore"]
 
 logger = logging.getLogger(__name__)
 
@@ -59,30 +60,6 @@ def _score(result: TrialResult, metrics: tuple[str, ...] = ()) -> float | dict[s
     if metrics:
         return {name: result.metrics.get(name) for name in metrics}
     return float(result.score)
-
-
-@dataclass(frozen=True)
-class SearchSettings:
-    """The settings of a job spec that the master's loops read.
-
-    Attributes:
-        num_iterations: the budget: how many trials the job scores.
-        parallelism: at most this many trials run at once.
-        max_failed_share: the job fails once more than this share of the budget failed.
-        tell_stopped: whether the strategy hears the last score of an early-stopped trial
-            (otherwise NaN).
-        metrics: with several objectives or constraints, the metrics the strategy is told for
-            each trial (a dict of them instead of the score); empty: the score.
-        queue_ahead: whether the async loop may queue a trial behind each busy worker of the
-            job's own (:func:`ultron.master.async_loop.queued_ahead`).
-    """
-
-    num_iterations: int
-    parallelism: int
-    max_failed_share: float = 0.5
-    tell_stopped: bool = True
-    metrics: tuple[str, ...] = ()
-    queue_ahead: bool = False
 
 
 @dataclass
@@ -293,7 +270,6 @@ class MasterCore:
         """The score cache's answers for trials about to be launched."""
         if any(canonical(c) in self._puts for c in candidates):
             self._write_puts()  # a repeat of a result not written yet: the cache must see it
-            self._puts.clear()
         return self.cache.get_many(candidates, job_id=self.state.job_id, trial_ids=ids)
 
     def _commit(self, candidates: list[Config], results: list[TrialResult]) -> None:
@@ -316,12 +292,14 @@ class MasterCore:
             raise
 
     def _write_puts(self, pipe: Any = None) -> None:
-        """Write the score cache's entries of the trials completed since the last write; with
-        ``pipe`` (a pipeline of the cache's Redis) queue them in it. The caller forgets them
-        once written: a failed write leaves them for the next (writing one twice is
-        harmless)."""
+        """Write the score cache's entries of the trials completed since the last write, and
+        forget them; with ``pipe`` (a pipeline of the cache's Redis) queue them in it, and the
+        caller forgets them once the pipeline ran. A failed write leaves them for the next
+        (writing one twice is harmless)."""
         for config, entry in self._puts.values():
             self.cache.put(config, entry, pipe=pipe)
+        if pipe is None:
+            self._puts.clear()
 
     def _write_back(self) -> None:
         """Write what the loop deferred: the score cache's new entries, then the new rows with
@@ -332,7 +310,6 @@ class MasterCore:
         client = getattr(self.store, "client", None)
         if self._puts and (client is None or getattr(self.cache, "client", None) is not client):
             self._write_puts()
-            self._puts.clear()
         self._checkpoint(self._unsaved, first=self._write_puts if self._puts else None)
         self._unsaved = []
         self._puts.clear()

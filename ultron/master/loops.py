@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from ultron.master.async_loop import keep_running
 from ultron.master.batch_loop import run_rounds
-from ultron.master.core import MasterCore, SearchSettings
+from ultron.master.core import MasterCore
+from ultron.master.search_settings import SearchSettings
 
 __all__ = ["Master", "SearchSettings"]
 

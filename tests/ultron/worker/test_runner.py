@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import redis
 
+from ultron.redis import keys
 from ultron.trial_records import TrialRequest, TrialStatus
 from ultron.worker.pool import shutdown_processes
 from ultron.worker.runner import run_trial
@@ -171,8 +172,6 @@ def test_a_trial_asked_to_stop_before_it_started_never_runs(
     # A trial queued behind a busy worker when the job's target was reached: the master set
     # its stop flag as it did every running trial's. Its model must not run, and the trial
     # after it (no flag) runs as ever.
-    from ultron.redis import keys
-
     calls = tmp_path / "calls.txt"
     monkeypatch.setenv("TOY_CALLS_FILE", str(calls))
     client = redis.Redis.from_url(redis_url)
