@@ -23,15 +23,14 @@ from ultron.trial_records import TrialResult, TrialStatus
 __all__ = ["QUEUE_AHEAD_BELOW_S", "keep_running", "queued_ahead"]
 
 QUEUE_AHEAD_BELOW_S = 2.0
-"""Trials queue behind busy workers while the job's recent trials took less than this many
-seconds (their median). The way from a trial's end through the master to the next trial's start
-costs about 10 ms on 2 cores (``benchmarks/dispatch_path.py --loop async``) and about 30 ms a
-trial at parallelism 16 on 16 cores (``benchmarks/overhead.py``, 640 one-second trials: 3.1%
-without queuing), the master and a local cluster's scheduler sharing one process: 1.5% of a
-trial of this length. What queuing costs grows with the trials' length: a queued trial is
-proposed before the results of the trials ahead of it are in, and a smaller parallelism
-(``ultron scale``) applies once the trials queued then have run, one more trial per worker.
-Longer trials keep both at their least."""
+"""Trials queue behind busy workers while the job's recent trials took less than this many seconds
+(their median). The way from a trial's end through the master to the next trial's start costs
+about 10 ms on 2 cores (``benchmarks/dispatch_path.py --loop async``) and about 30 ms a trial at
+parallelism 16 on 16 cores (``benchmarks/overhead.py``, 640 one-second trials: 3.1% without
+queuing): 1.5% of a trial of this length. What queuing costs grows with the trials' length: a
+queued trial is proposed before the results of the trials ahead of it are in, and a smaller
+parallelism (``ultron scale``) applies once the trials queued then have run, one more trial per
+worker. Longer trials keep both at their least."""
 
 
 def queued_ahead(master: MasterCore) -> int:
