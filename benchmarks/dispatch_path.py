@@ -66,11 +66,6 @@ def _median_ms(values: Sequence[float]) -> float:
     return 1000 * statistics.median(values)
 
 
-def _trial_id(key: Any) -> str:
-    """The trial id in a trial attempt's Dask key, ``trial-<job>-<trial>-<attempt>``."""
-    return str(key).rsplit("-", 2)[1]
-
-
 def measure(
     trials: int,
     sleep: float,
@@ -88,13 +83,16 @@ def measure(
     import ultron
     from ultron.master import dispatcher
 
-    # Each hop's moment, by trial id (a trial's first attempt: these trials never fail).
+    # Each hop's moment, by trial id (a trial's first attempt: these trials never fail); the
+    # scheduler's by Dask key, and the key each trial ran under (a slot's, where it waited in
+    # one: the batch loop's ``reserve``).
     marks: dict[str, dict[str, float]] = collections.defaultdict(dict)
+    key_of: dict[str, str] = {}
 
     class Transitions(SchedulerPlugin):  # type: ignore[misc]
         def transition(self, key: Any, start: str, finish: str, *args: Any, **kw: Any) -> None:
-            if str(key).startswith("trial-"):
-                marks[f"scheduler {finish}"].setdefault(_trial_id(key), time.time())
+            if str(key).startswith(("trial-", "slot-")):
+                marks[f"scheduler {finish}"].setdefault(str(key), time.time())
 
     submit, next_done = dispatcher.TrialDispatcher.start, dispatcher.TrialDispatcher._next_done
     scheduler_init = distributed.scheduler.Scheduler.__init__
@@ -104,11 +102,13 @@ def measure(
         for request in requests:
             marks["submit"].setdefault(request.trial_id, now)
         submit(self, *requests)
+        key_of.update((r.trial_id, str(k)) for k, r in self._pending.items())
 
     def timed_done(self: Any, *args: Any, **kwargs: Any) -> Any:
         done = next_done(self, *args, **kwargs)
         if done is not None:
-            marks["master has it"].setdefault(_trial_id(done[0].key), time.time())
+            trial_id = self._pending[done[0].key].trial_id
+            marks["master has it"].setdefault(trial_id, time.time())
         return done
 
     def with_plugin(self: Any, *args: Any, **kwargs: Any) -> None:
@@ -165,13 +165,20 @@ def measure(
             end, start = before.metrics["ended_at"], after.metrics["started_at"]
             returned = runs[one]["t"] + runs[one]["dt"]
             has_it, submitted = marks["master has it"][one], marks["submit"][two]
-            processing = marks["scheduler processing"][two]
+            processing = marks["scheduler processing"][key_of[two]]
             hops["model end -> run_trial returns"].append(returned - end)
-            hops["model end -> scheduler has it"].append(marks["scheduler memory"][one] - end)
+            hops["model end -> scheduler has it"].append(
+                marks["scheduler memory"][key_of[one]] - end
+            )
             hops["model end -> master has it"].append(has_it - end)
             hops["master has it -> next submit here"].append(submitted - has_it)
-            hops["submit -> scheduler sends it"].append(processing - submitted)
-            hops["scheduler -> run_trial starts"].append(runs[two]["t"] - processing)
+            if processing >= submitted:  # sent by the submit
+                hops["submit -> scheduler sends it"].append(processing - submitted)
+                hops["scheduler -> run_trial starts"].append(runs[two]["t"] - processing)
+            else:  # it waited in a slot on its worker: the submit was a Redis push
+                hops["submit (a push to its slot) -> run_trial starts"].append(
+                    runs[two]["t"] - submitted
+                )
             hops["run_trial starts -> model starts"].append(start - runs[two]["t"])
             hops["model end -> next model start (the gap)"].append(start - end)
     figures = {name: _median_ms(values) for name, values in hops.items()}

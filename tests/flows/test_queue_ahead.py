@@ -1,7 +1,7 @@
 """Short trials in the async loop wait queued behind the job's busy workers
-(:func:`ultron.master.async_loop.queued_ahead`): never more than ``parallelism`` of them run at
-once, every queued trial runs once, and one lost with its worker before it started does not
-spend a retry."""
+(:func:`ultron.master.async_loop.queued_ahead`), and the batch loop's rounds in slots on them
+(:mod:`ultron.master.slots`): never more than ``parallelism`` of them run at once, every
+trial runs once, and one lost with its worker before it started does not spend a retry."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ import ultron
 from tests.flows.dask_processes import wait_for
 from tests.flows.elastic import most_at_once
 from ultron.master.dispatcher import TrialDispatcher
+from ultron.master.slots import Slots
 from ultron.redis import keys
 from ultron.trial_records import TrialStatus
 
@@ -39,7 +40,35 @@ def test_short_trials_queue_behind_busy_workers_and_never_run_beside_them(
         submitted.append(self.in_flight)
 
     monkeypatch.setattr(TrialDispatcher, "start", counted)
-    trials = 16
+    _short_trials_once(tmp_path, redis_url, trials=16, loop="async")
+    # Once the first trials were back (0.3 s: short), one waited behind each of the 2 workers.
+    assert max(submitted) == 4, submitted
+
+
+def test_rounds_of_short_trials_start_in_slots_and_never_run_beside_each_other(
+    tmp_path: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The batch loop's rounds cannot queue (each is sampled from the last one's results): their
+    # trials wait on the workers in slots (ultron.master.slots) instead.
+    in_slots: list[str] = []  # the trials given to a waiting slot (instrumentation)
+    assign = Slots.assign
+
+    def counted(self: Slots, requests: list[Any]) -> list[Any]:
+        pairs = assign(self, requests)
+        in_slots.extend(request.trial_id for request, _ in pairs)
+        return pairs
+
+    monkeypatch.setattr(Slots, "assign", counted)
+    result = _short_trials_once(tmp_path, redis_url, trials=10, loop="batch")
+    assert all(t.attempts == 1 for t in result.trials)
+    # The first round's durations make the loop reserve slots for the third round on (trials
+    # 0004 and after); the first two rounds are submitted as before.
+    assert in_slots and min(int(t) for t in in_slots) >= 4, in_slots
+
+
+def _short_trials_once(tmp_path: Path, redis_url: str, *, trials: int, loop: str) -> Any:
+    """A job of ``trials`` trials of 0.3 s at parallelism 2; checks that each completed with
+    its own score and that no more than 2 ran at once."""
     result = ultron.run(
         {
             "name": "queue-ahead",
@@ -47,7 +76,7 @@ def test_short_trials_queue_behind_busy_workers_and_never_run_beside_them(
             "model": "toy_model:Timed",
             "search_space": {"x": [float(x) for x in range(trials)], "sleep": [0.3]},
             "strategy": "grid",
-            "loop": "async",
+            "loop": loop,
             "num_iterations": trials,
             "parallelism": 2,
             "objective": {"metric": "loss"},
@@ -58,10 +87,9 @@ def test_short_trials_queue_behind_busy_workers_and_never_run_beside_them(
     )
     assert [t.status for t in result.trials] == [TrialStatus.COMPLETED] * trials
     assert sorted(t.score for t in result.trials) == [float(x) for x in range(trials)]
-    # Once the first trials were back (0.3 s: short), one waited behind each of the 2 workers.
-    assert max(submitted) == 4, submitted
     spans = [(t.metrics["start"], t.metrics["end"]) for t in result.trials]
     assert most_at_once(spans, 0.0, float("inf")) == 2
+    return result
 
 
 def test_a_trial_queued_on_a_lost_worker_runs_without_spending_a_retry(

@@ -20,7 +20,7 @@ from ultron.algorithms.stoppers.base import Decision
 from ultron.master.core import MasterCore
 from ultron.trial_records import TrialResult, TrialStatus
 
-__all__ = ["QUEUE_AHEAD_BELOW_S", "keep_running", "queued_ahead"]
+__all__ = ["QUEUE_AHEAD_BELOW_S", "keep_running", "queue_slots", "queued_ahead"]
 
 QUEUE_AHEAD_BELOW_S = 2.0
 """Trials queue behind busy workers while the job's recent trials took less than this many seconds
@@ -49,20 +49,27 @@ def queued_ahead(master: MasterCore) -> int:
     A goal reached or a cancellation while a trial waits: it returns ``stopped`` without
     running (``ultron.worker.runner``).
     """
+    slots = queue_slots(master)
+    return 0 if slots is None else max(0, 2 * slots - master.settings.parallelism)
+
+
+def queue_slots(master: MasterCore) -> int | None:
+    """The job's worker slots where a trial may wait behind a busy one (the conditions of
+    :func:`queued_ahead`), else None. The batch loop's slots (``reserve``) ask the same."""
     parallelism = master.settings.parallelism
     if not master.settings.queue_ahead:
-        return 0
+        return None
     slots = master.dispatcher.worker_slots()
     if slots is None or slots > parallelism:
-        return 0
+        return None
     recent = [
         t.duration
         for t in master.state.trials[-parallelism:]
         if t.status is not TrialStatus.CACHED and t.duration > 0
     ]
     if not recent or statistics.median(recent) >= QUEUE_AHEAD_BELOW_S:
-        return 0
-    return max(0, 2 * slots - parallelism)
+        return None
+    return slots
 
 
 def keep_running(master: MasterCore) -> bool:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 
+from ultron.master.async_loop import queue_slots
 from ultron.master.core import MasterCore
 from ultron.trial_records import TrialResult
 
@@ -25,6 +26,20 @@ logger = logging.getLogger(__name__)
 
 def run_rounds(master: MasterCore) -> bool:
     """Rounds until the budget is spent or a goal reached; whether the strategy ran dry."""
+    try:
+        return _rounds(master)
+    finally:
+        master.dispatcher.reserve(0)  # the slots no round will use return
+
+
+def _reserved(master: MasterCore, next_round: int) -> int:
+    """Slots for the next round's trials to wait in (``TrialDispatcher.reserve``): one per
+    trial of it, where short trials could queue behind busy workers (:func:`queue_slots`)."""
+    slots = queue_slots(master)
+    return 0 if slots is None else max(0, min(slots, next_round))
+
+
+def _rounds(master: MasterCore) -> bool:
     while master.budget_left > 0:
         master.check()
         if master.watch.check_time():
@@ -44,11 +59,15 @@ def run_rounds(master: MasterCore) -> bool:
             if answered is not None:
                 results[trial_id] = answered
         master._start_launched()
+        next_round = min(master.settings.parallelism, master.budget_left - len(candidates))
+        master.dispatcher.reserve(_reserved(master, next_round))
         master.watch.check_target(list(results.values()))  # a cached answer may reach it
         master.store.flush()  # the round's running record
         while master.dispatcher.in_flight:
             results.update((r.trial_id, r) for r in master._finish())
-            if master.dispatcher.in_flight:  # the last one's are written with the commit
+            # Written while the others run; the last one's, and those of trials that ended
+            # together, with the commit.
+            if master.dispatcher.in_flight and not master.dispatcher.has_ready():
                 master._write_puts()
                 master.store.flush()
             master._scale()  # units and workers of a smaller parallelism go back as trials end

@@ -373,6 +373,7 @@ class MasterCore:
         self._begin()
         with self._flushed_at_end():
             exhausted = loop(self)
+        self.dispatcher.settle()
         self._ended(exhausted=exhausted)
         self._checkpoint(final=True)
         self._check_failures(())  # a rerun of a failed job has no round: its table decides

@@ -34,6 +34,16 @@ class Dispatcher(Protocol):
         """Trials the job's own workers run at once, where a trial submitted beyond them waits
         for one of them; None where other trials may take a free worker."""
 
+    def has_ready(self) -> bool:
+        """Whether :meth:`wait_one` has a trial to return at once."""
+
+    def reserve(self, count: int) -> None:
+        """Keep ``count`` trials' places waiting on the workers for requests not sampled yet,
+        which the next :meth:`start` fills first (where :meth:`worker_slots` is not None)."""
+
+    def settle(self) -> None:
+        """The search is over: give back what waits, let what ends end."""
+
     def wait_one(
         self, wake: Callable[[], bool] | None = None, timeout: float | None = None
     ) -> tuple[TrialResult, list[dict[str, Any]]] | None:

@@ -73,8 +73,10 @@ __all__ = [
     "score_cache_pattern",
     "tenant_key_patterns",
     "tenant_namespace",
+    "trial_notices",
     "trial_reports",
     "trial_result",
+    "trial_slot",
     "trial_started",
     "trial_stop",
 ]
@@ -154,6 +156,19 @@ def trial_started(job_id: str, trial_id: str, attempt: int, *, namespace: str = 
 def trial_result(job_id: str, trial_id: str, attempt: int, *, namespace: str = NAMESPACE) -> str:
     """A finished attempt's result, so that running the attempt again returns it instead."""
     return job_run(job_id, "result", trial_id, str(attempt), namespace=namespace)
+
+
+def trial_notices(job_id: str, *, namespace: str = NAMESPACE) -> str:
+    """The job's list of answers written (``<trial id>:<attempt>``, a newline, the answer), in
+    order: the master reads an answer as soon as it is written, before Dask reports the task's
+    end."""
+    return job_run(job_id, "answered", namespace=namespace)
+
+
+def trial_slot(job_id: str, slot: str, *, namespace: str = NAMESPACE) -> str:
+    """The list a trial submitted ahead of its sampling waits on for its request
+    (``ultron.worker.runner.await_trial``)."""
+    return job_run(job_id, "slot", slot, namespace=namespace)
 
 
 def tenant_namespace(tenant: str | None) -> str:

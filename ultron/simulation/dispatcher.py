@@ -78,6 +78,16 @@ class SimulatedDispatcher:
         """None: every simulated trial starts at its submit (none waits behind another)."""
         return None
 
+    def has_ready(self) -> bool:
+        """False: the master writes as it waits, as it does for trials that end apart."""
+        return False
+
+    def reserve(self, count: int) -> None:
+        """Nothing to keep waiting: every simulated trial starts at its submit."""
+
+    def settle(self) -> None:
+        """Nothing outlives its result here."""
+
     @property
     def trials_started(self) -> int:
         """Trials that started training (a resume is not a new start)."""

@@ -41,7 +41,7 @@ from ultron.worker.devices import on_claimed_gpus
 from ultron.worker.pool import ProcessDied, WarmProcess, checkin, checkout, warm_up
 from ultron.worker.trial_log import ship_trial_log
 
-__all__ = ["reads_object_store", "run_trial", "trial_message", "warm_up_worker"]
+__all__ = ["await_trial", "reads_object_store", "run_trial", "trial_message", "warm_up_worker"]
 
 logger = logging.getLogger(__name__)
 
@@ -300,9 +300,7 @@ def run_trial(request_data: dict[str, Any]) -> dict[str, Any]:
     except ExploitError as exc:  # the model saves no checkpoint: the user's to fix
         result = TrialResult.from_dict({**base, "status": TrialStatus.FAILED, "error": str(exc)})
         checkin(process)
-        answer = {**result.to_dict(), "curve": []}
-        _redis(request.redis_url).set(done_key, json.dumps(answer))
-        return answer
+        return _answered(request, {**result.to_dict(), "curve": []})
     restore_for(request)
     # Their threads start once the trial has its request: each start waits for its thread to
     # run, 2 ms apiece on a busy machine, and the trial need not wait for them.
@@ -358,6 +356,41 @@ def run_trial(request_data: dict[str, Any]) -> dict[str, Any]:
         extra["log_tail"] = shipper.tail()
     curve: list[dict[str, Any]] = extra.pop("curve", [])
     result = TrialResult.from_dict({**base, **extra, "status": status})
-    answer = {**result.to_dict(), "curve": curve}
-    _redis(request.redis_url).set(done_key, json.dumps(answer))
+    return _answered(request, {**result.to_dict(), "curve": curve})
+
+
+def _answered(request: TrialRequest, answer: dict[str, Any]) -> dict[str, Any]:
+    """Write the attempt's answer where a rerun and the master read it, and send it to the
+    master (the job's notice list, ``<trial id>:<attempt>``, a newline, the answer: it need not
+    wait for Dask to carry the task's end through the scheduler), in one round trip; returns
+    the answer."""
+    ns, stored = request.namespace, json.dumps(answer)
+    pipe = _redis(request.redis_url).pipeline(transaction=False)
+    pipe.set(
+        keys.trial_result(request.job_id, request.trial_id, request.attempt, namespace=ns), stored
+    )
+    notice = f"{request.trial_id}:{request.attempt}\n{stored}"
+    pipe.rpush(keys.trial_notices(request.job_id, namespace=ns), notice)
+    pipe.execute()
     return answer
+
+
+def await_trial(slot: dict[str, Any]) -> dict[str, Any] | None:
+    """A Dask task submitted before its trial was sampled
+    (:meth:`~ultron.master.dispatcher.TrialDispatcher.reserve`): it waits on its worker, behind
+    the trial running there, for the master to push the attempt's request to ``slot["key"]``,
+    then runs it as :func:`run_trial`. The batch loop's next round so starts one Redis push
+    after the master's decision, not a submit's way through the scheduler to each worker.
+
+    Returns None without running anything when the master pushes ``null`` (the job needs the
+    slot no more) or, where ``slot["lease"]`` names the job's lease, once it has expired (the
+    master is gone).
+    """
+    client = _redis(slot["redis_url"])
+    while True:
+        got = client.blpop([slot["key"]], timeout=5)
+        if got is not None:
+            request = json.loads(got[1])
+            return None if request is None else run_trial(request)
+        if slot.get("lease") and not client.exists(slot["lease"]):
+            return None

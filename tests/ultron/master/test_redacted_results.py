@@ -7,24 +7,19 @@ and the session's real Redis.
 
 from __future__ import annotations
 
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import redis
-from distributed import Client, LocalCluster
+from distributed import Client
 
+from tests.ultron.master.real_dispatcher import in_process_cluster, real_dispatcher
 from ultron.algorithms.base import Direction
-from ultron.containerize.environment import TrialEnvironment
-from ultron.master.dispatcher import TrialDispatcher
-from ultron.master.job_state import JobState, JobStore
+from ultron.master.job_state import JobState
 from ultron.master.results import write_results
 from ultron.secrets import MASK, add_secrets
-from ultron.spec.job import JobSpec
 from ultron.trial_records import TrialStatus
-from ultron.worker.pool import shutdown_processes
 
 TOKEN = f"tok-{uuid.uuid4().hex}"  # a secret the master knows (install_redaction adds them)
 URL_PASSWORD = "url-pw-4242"  # in no list: masked because it is a URL's password
@@ -39,12 +34,8 @@ class Leaky:
 
 @pytest.fixture
 def client() -> Iterator[Client]:
-    with (
-        LocalCluster(n_workers=1, threads_per_worker=1, processes=False) as cluster,
-        Client(cluster) as dask_client,
-    ):
+    with in_process_cluster(1) as dask_client:
         yield dask_client
-    shutdown_processes()
 
 
 def test_a_trials_error_and_traceback_are_stored_redacted(
@@ -54,22 +45,8 @@ def test_a_trials_error_and_traceback_are_stored_redacted(
     code.mkdir()
     (code / "leaky_model.py").write_text(MODEL)
     add_secrets([TOKEN])
-    spec = JobSpec.model_validate(
-        {
-            "code": str(code),
-            "model": "leaky_model:Leaky",
-            "search_space": {"x": [1]},
-            "storage": str(tmp_path / "runs"),
-        },
-        context={"check_paths": False},
-    )
-    env = TrialEnvironment(
-        python=Path(sys.executable), code_hash="0" * 64, root=tmp_path, source=code, reused=True
-    )
-    store = JobStore(redis.Redis.from_url(redis_url), f"redacted-{uuid.uuid4().hex[:8]}")
-    dispatcher = TrialDispatcher(
-        client, store, spec=spec, env=env, redis_url=redis_url, scratch=str(tmp_path / "scratch")
-    )
+    dispatcher = real_dispatcher(client, tmp_path, redis_url, code=code, model="leaky_model:Leaky")
+    store = dispatcher.store
     dispatcher.start(dispatcher.request("0001", {"x": 1}))
     result, _ = dispatcher.wait_one()
 
