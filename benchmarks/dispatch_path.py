@@ -106,6 +106,7 @@ def measure(
 
     def timed_done(self: Any, *args: Any, **kwargs: Any) -> Any:
         done = next_done(self, *args, **kwargs)
+        key_of.update((r.trial_id, str(k)) for k, r in self._pending.items())  # a slot's too
         if done is not None:
             trial_id = self._pending[done[0].key].trial_id
             marks["master has it"].setdefault(trial_id, time.time())
@@ -167,9 +168,10 @@ def measure(
             has_it, submitted = marks["master has it"][one], marks["submit"][two]
             processing = marks["scheduler processing"][key_of[two]]
             hops["model end -> run_trial returns"].append(returned - end)
-            hops["model end -> scheduler has it"].append(
-                marks["scheduler memory"][key_of[one]] - end
-            )
+            if key_of[one].startswith("trial-"):  # a slot's task ends when the slot does
+                hops["model end -> scheduler has it"].append(
+                    marks["scheduler memory"][key_of[one]] - end
+                )
             hops["model end -> master has it"].append(has_it - end)
             hops["master has it -> next submit here"].append(submitted - has_it)
             if processing >= submitted:  # sent by the submit

@@ -10,6 +10,7 @@ import os
 import signal
 import threading
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -45,25 +46,95 @@ def test_short_trials_queue_behind_busy_workers_and_never_run_beside_them(
     assert max(submitted) == 4, submitted
 
 
+@pytest.fixture
+def given(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The requests given to slots, in order, as the job runs (instrumentation)."""
+    requests: list[Any] = []
+    take = Slots.take
+
+    def counted(self: Slots, new: list[Any]) -> Any:
+        pairs, rest = take(self, new)
+        requests.extend(request for request, _ in pairs)
+        return pairs, rest
+
+    monkeypatch.setattr(Slots, "take", counted)
+    return requests
+
+
 def test_rounds_of_short_trials_start_in_slots_and_never_run_beside_each_other(
-    tmp_path: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, redis_url: str, given: list[Any]
 ) -> None:
     # The batch loop's rounds cannot queue (each is sampled from the last one's results): their
-    # trials wait on the workers in slots (ultron.master.slots) instead.
-    in_slots: list[str] = []  # the trials given to a waiting slot (instrumentation)
-    assign = Slots.assign
-
-    def counted(self: Slots, requests: list[Any]) -> list[Any]:
-        pairs = assign(self, requests)
-        in_slots.extend(request.trial_id for request, _ in pairs)
-        return pairs
-
-    monkeypatch.setattr(Slots, "assign", counted)
+    # trials run in slots on the workers (ultron.master.slots) instead.
     result = _short_trials_once(tmp_path, redis_url, trials=10, loop="batch")
     assert all(t.attempts == 1 for t in result.trials)
-    # The first round's durations make the loop reserve slots for the third round on (trials
+    # The first round's durations make the loop keep slots for the third round on (trials
     # 0004 and after); the first two rounds are submitted as before.
-    assert in_slots and min(int(t) for t in in_slots) >= 4, in_slots
+    in_slots = [int(r.trial_id) for r in given]
+    assert in_slots and min(in_slots) >= 4, in_slots
+
+
+def test_a_trial_in_a_slot_whose_worker_is_lost_is_retried_and_the_rounds_go_on(
+    tmp_path: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch, given: list[Any]
+) -> None:
+    # Batch loop, P=1, retries: 1. The worker dies while the first trial given to a slot
+    # trains its first epoch: that attempt crashes, its retry resumes from the checkpoint, new
+    # slots come on the restarted worker and the later rounds run in them.
+    calls = tmp_path / "calls.jsonl"
+    monkeypatch.setenv("TOY_CALLS_FILE", str(calls))
+    killed: dict[str, Any] = {}
+
+    def log() -> list[dict[str, Any]]:
+        return (
+            [json.loads(line) for line in calls.read_text().splitlines()] if calls.exists() else []
+        )
+
+    def kill_the_worker() -> None:
+        def in_a_slot() -> dict[str, Any] | None:
+            first = given[0].hyperparameters["x"] if given else None
+            return next((e for e in log() if e["x"] == first), None)
+
+        wait_for(lambda: in_a_slot() is not None, "the first epoch of a trial in a slot")
+        killed.update(in_a_slot() or {})
+        os.kill(killed["worker_pid"], signal.SIGKILL)
+
+    result = _killed_once(kill_the_worker, tmp_path, redis_url, loop="batch", retries=1)
+    assert killed, "no worker was killed"
+    assert [t.status for t in result.trials] == [TrialStatus.COMPLETED] * 6
+    assert sorted(t.score for t in result.trials) == [float(x) for x in range(6)]
+    x = killed["x"]
+    assert [t.attempts for t in result.trials if t.score == x] == [2]
+    # The retry went on from the checkpoint, and later rounds ran in slots again.
+    assert [e["epoch"] for e in log() if e["x"] == x and e["resume"]] in ([1, 2], [2])
+    xs = [r.hyperparameters["x"] for r in given]
+    assert len(xs) > xs.index(x) + 1, xs
+
+
+def _killed_once(kill: Callable[[], None], tmp_path: Path, redis_url: str, **spec: Any) -> Any:
+    """A job of 6 trials of 3 epochs of 0.15 s at parallelism 1 (``spec``: the loop, the
+    retries, the job id), with ``kill`` running beside it."""
+    job_id = spec.pop("job_id", None)
+    killer = threading.Thread(target=kill, daemon=True)
+    killer.start()
+    result = ultron.run(
+        {
+            "name": "queue-lost",
+            "code": str(TOY),
+            "model": "toy_model:Epochs",
+            "search_space": {"x": [float(x) for x in range(6)], "epochs": [3], "epoch_s": [0.15]},
+            "strategy": "grid",
+            "num_iterations": 6,
+            "parallelism": 1,
+            "objective": {"metric": "loss"},
+            "storage": str(tmp_path / "runs"),
+            "redis_url": redis_url,
+            "cache": False,
+            **spec,
+        },
+        job_id=job_id,
+    )
+    killer.join(timeout=5)
+    return result
 
 
 def _short_trials_once(tmp_path: Path, redis_url: str, *, trials: int, loop: str) -> Any:
@@ -122,27 +193,9 @@ def test_a_trial_queued_on_a_lost_worker_runs_without_spending_a_retry(
         killed.update(log()[-1])
         os.kill(killed["worker_pid"], signal.SIGKILL)
 
-    killer = threading.Thread(target=kill_the_worker, daemon=True)
-    killer.start()
-    result = ultron.run(
-        {
-            "name": "queue-lost",
-            "code": str(TOY),
-            "model": "toy_model:Epochs",
-            "search_space": {"x": [float(x) for x in range(6)], "epochs": [3], "epoch_s": [0.15]},
-            "strategy": "grid",
-            "loop": "async",
-            "num_iterations": 6,
-            "parallelism": 1,
-            "retries": 0,
-            "objective": {"metric": "loss"},
-            "storage": str(tmp_path / "runs"),
-            "redis_url": redis_url,
-            "cache": False,
-        },
-        job_id=job_id,
+    result = _killed_once(
+        kill_the_worker, tmp_path, redis_url, loop="async", retries=0, job_id=job_id
     )
-    killer.join(timeout=5)
     assert killed, "no worker was killed"
     # The one running then crashed (it started: no retry left); the one that waited was
     # submitted again, as attempt 2, and completed.

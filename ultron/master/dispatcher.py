@@ -8,7 +8,6 @@ recorded in Redis while they run.
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import json
 import os
@@ -21,6 +20,7 @@ from ultron.containerize.environment import TrialEnvironment
 from ultron.containerize.image import worker_paths
 from ultron.master.cancel import CANCEL
 from ultron.master.job_state import JobStore
+from ultron.master.notices import Notices
 from ultron.master.slots import Slots
 from ultron.paths import job_results_url, trial_log_url
 from ultron.redis import keys
@@ -40,6 +40,15 @@ def _memory_limit(memory: str | None) -> int | None:
     from dask.utils import parse_bytes  # understands Ki, Mi, Gi, Ti, k, M, G, T as they are
 
     return parse_bytes(memory)
+
+
+def _of(answer: Any, request: TrialRequest) -> bool:
+    """Whether ``answer`` (what a task returned) is the answer of ``request``'s attempt."""
+    return (
+        isinstance(answer, dict)
+        and answer.get("trial_id") == request.trial_id
+        and answer.get("attempts") == request.attempt
+    )
 
 
 _IDLE_S = 0.02
@@ -89,13 +98,11 @@ class TrialDispatcher:
         # scheduler to the worker). See _outcome. Made at the first submit, with the client.
         self._done: Any = None
         self._pending: dict[str, TrialRequest] = {}
-        # ``<trial id>:<attempt>`` -> its future's key: a notice names the attempt (see
-        # _read_notices), and a trial in a slot runs under the slot's key.
-        self._by_attempt: dict[str, str] = {}
-        self._notices = keys.trial_notices(store.job_id, namespace=store.namespace)
-        self._told: collections.deque[tuple[str, Any]] = collections.deque()  # read, not given
+        # Answers and slots' starts, read from Redis before Dask reports them.
+        self._notices = Notices(store.client, store.job_id, store.namespace)
         self._slots = Slots(store.client, store.job_id, store.namespace, redis_url)
         self._slots_wanted = 0
+        self._slots_tried = False  # slots were added since the last reserve (or none could be)
         self._futures: dict[str, Any] = {}
         # Finished futures, released after the next submit (see _release_spent).
         self._spent: list[Any] = []
@@ -114,8 +121,8 @@ class TrialDispatcher:
 
     @property
     def in_flight(self) -> int:
-        """Trials submitted and not yet finally done."""
-        return len(self._pending)
+        """Trials submitted and not yet finally done (those waiting for a slot included)."""
+        return len(self._pending) + len(self._slots.backlog)
 
     def worker_slots(self) -> int | None:
         """Trials the workers run at once where this job started every one of them (a local
@@ -174,8 +181,21 @@ class TrialDispatcher:
         """
         if not requests:
             return
-        pairs = self._slots.assign(list(requests))  # those the workers wait for already
-        rest = requests[len(pairs) :]
+        self._dispatch(list(requests))
+        if len(self._spent) >= self.spec.parallelism:
+            self._release_spent()
+        self.store.mark_running(
+            {
+                r.trial_id: {"hyperparameters": r.hyperparameters, "attempt": r.attempt}
+                for r in requests
+            },
+            defer=True,
+        )
+
+    def _dispatch(self, requests: list[TrialRequest]) -> None:
+        """Give the requests (and those waiting for a slot) to free slots; submit the rest as
+        tasks where no slot lives (:meth:`Slots.take`)."""
+        pairs, rest = self._slots.take(requests)
         if rest:
             # One call, one message to the scheduler: the client sends at most one per 10 ms,
             # so a round submitted trial by trial started all but its first 10 ms late.
@@ -192,16 +212,7 @@ class TrialDispatcher:
         for request, future in pairs:
             self._pending[future.key] = request
             self._futures[future.key] = future
-            self._by_attempt[f"{request.trial_id}:{request.attempt}"] = future.key
-        if len(self._spent) >= self.spec.parallelism:
-            self._release_spent()
-        self.store.mark_running(
-            {
-                r.trial_id: {"hyperparameters": r.hyperparameters, "attempt": r.attempt}
-                for r in requests
-            },
-            defer=True,
-        )
+            self._notices.expect(request, future.key)
 
     def _watch(self) -> Any:
         """The Dask client, with the watch over finished futures made at the first use (and the
@@ -211,27 +222,28 @@ class TrialDispatcher:
             from distributed import as_completed
 
             self._done = as_completed([], loop=client.loop, with_results=False)
-            self.store.client.delete(self._notices)
+            self._notices.clear()
         return client
 
     def reserve(self, count: int) -> None:
-        """Keep ``count`` trials' tasks waiting on the workers for requests not sampled yet
-        (:class:`~ultron.master.slots.Slots`): the next :meth:`start` gives its requests to
-        them first. Only where :meth:`worker_slots` knows the workers (the caller checks).
+        """Keep ``count`` slots on the workers, which run the requests :meth:`start` gives
+        them (:class:`~ultron.master.slots.Slots`); 0 sends them all away. Only where
+        :meth:`worker_slots` knows the workers (the caller checks).
 
         Those missing are submitted once the dispatcher waits with nothing come back for
         ``_IDLE_S`` (:meth:`_next_done`): submitted at once, their 1.5-4 ms of the master's
         time on 2 cores went to the cores the round's trials were starting on."""
-        self._slots_wanted = count
-        if count < len(self._slots.free):
-            self._slots.leave(len(self._slots.free) - count)
+        self._slots_wanted, self._slots_tried = count, False
+        if count < len(self._slots):
+            self._slots.leave(self.client, len(self._slots) - count)
 
     def has_ready(self) -> bool:
         """Whether :meth:`wait_one` would return at once (an answer read, a task ended)."""
-        return bool(self._told) or (self._done is not None and self._done.has_ready())
+        return bool(self._notices.told) or (self._done is not None and self._done.has_ready())
 
     def _add_slots(self) -> None:
-        missing = self._slots_wanted - len(self._slots.free)
+        self._slots_tried = True
+        missing = self._slots_wanted - len(self._slots)
         if missing > 0:
             for future in self._slots.add(self._watch(), missing):
                 self._done.add(future)
@@ -241,7 +253,7 @@ class TrialDispatcher:
         came by notice end (up to ``timeout`` seconds), so that the cluster closes on idle
         workers."""
         self.reserve(0)
-        finishing = [f for f in self._finishing if not f.done()]
+        finishing = [f for f in [*self._finishing, *self._slots.gone] if not f.done()]
         if finishing:
             from distributed import wait
 
@@ -270,8 +282,10 @@ class TrialDispatcher:
         JobCancelledError as soon as the job is cancelled."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            while self._told:
-                key, answer = self._told.popleft()
+            if self._slots.backlog:  # a slot may have freed, or none may live any more
+                self._dispatch([])
+            while self._notices.told:
+                key, answer = self._notices.told.popleft()
                 if key in self._pending:
                     return self._futures[key], answer
             while self._done is not None and self._done.has_ready():
@@ -279,36 +293,19 @@ class TrialDispatcher:
                 if future.key in self._pending:
                     return future, self._outcome(future, self._pending[future.key])
                 self._spent.append(future)  # told by its notice already, or a slot sent away
+                self._slots.drop(future)
+                if future.status == "error" and len(self._slots):  # a lost worker's slot
+                    self._slots.leave(self.client)  # others may be pinned to it: new ones come
             CANCEL.raise_if_requested(self.store.job_id)
             if wake is not None and wake():
                 return None
             if deadline is not None and time.monotonic() >= deadline:
                 return None
-            idle = self._slots_wanted > len(self._slots.free)
-            self._read_notices(wait_s=_IDLE_S if idle else 0.1)
-            if idle and not self._told:
+            idle = self._slots_wanted > len(self._slots) and not self._slots_tried
+            wait_s = _IDLE_S if idle else 0.1
+            self._notices.read(wait_s, self._pending, started=self._slots.started)
+            if idle and not self._notices.told:
                 self._add_slots()
-
-    def _read_notices(self, wait_s: float) -> None:
-        """The answers ``run_trial`` has written since the last read (waiting up to ``wait_s``
-        seconds for one), queued for :meth:`_next_done`: the master has a trial's answer
-        before Dask carries the task's end through the scheduler (5 ms sooner on 2 cores at
-        parallelism 8), and all that came meanwhile in two round trips. A task that failed
-        sends none: its future says so."""
-        client = self.store.client
-        got = client.blpop([self._notices], timeout=wait_s)
-        if got is None:
-            return
-        pipe = client.pipeline()  # a transaction: no notice pushed between the two is lost
-        pipe.lrange(self._notices, 0, -1)
-        pipe.delete(self._notices)
-        for raw in [got[1], *pipe.execute()[0]]:
-            attempt, _, stored = (raw.decode() if isinstance(raw, bytes) else raw).partition("\n")
-            key = self._by_attempt.get(attempt, "")
-            request = self._pending.get(key)
-            answer = None if request is None else stored_answer(stored, request.hyperparameters)
-            if answer is not None:  # else an attempt told already, or an earlier master's
-                self._told.append((key, answer))
 
     def _outcome(self, future: Any, request: TrialRequest) -> Any:
         """What the attempt returned, or the error that ended it, as a value."""
@@ -320,9 +317,13 @@ class TrialDispatcher:
             if answer is not None:
                 return answer
         try:  # not in Redis (or not this configuration's), or the task failed
-            return future.result()
+            returned = future.result()
         except (Exception, asyncio.CancelledError) as exc:  # KilledWorker, a cancellation
             return exc
+        if self._slots.holds(future) and not _of(returned, request):
+            # A slot returns its last attempt's answer: never another attempt's for this one.
+            return RuntimeError("its slot ended before it ran the attempt")
+        return returned
 
     def _started(self, request: TrialRequest) -> bool:
         """Whether a worker started the attempt (``run_trial`` marks it as it begins)."""
@@ -340,7 +341,7 @@ class TrialDispatcher:
         """
         self._stopping = True
         self.reserve(0)
-        running = sorted({r.trial_id for r in self._pending.values()})
+        running = sorted({r.trial_id for r in [*self._pending.values(), *self._slots.backlog]})
         if not running:
             return []
         # "job": every trial is asked, so one still waiting for its worker never starts.
@@ -368,6 +369,35 @@ class TrialDispatcher:
             time.sleep(0.05)
         return running
 
+    def _returned(self, future: Any, outcome: Any, request: TrialRequest) -> dict[str, Any]:
+        """The attempt's dict, as ``run_trial`` returned it or, for an error, a crash (an
+        infrastructure fault: a lost worker, KilledWorker); its task kept or spent."""
+        if isinstance(outcome, dict):
+            data = outcome
+        else:
+            if not self._started(request):
+                self._unstarted[request.trial_id] = self._unstarted.get(request.trial_id, 0) + 1
+            data = {
+                "trial_id": request.trial_id,
+                "hyperparameters": request.hyperparameters,
+                "status": TrialStatus.CRASHED,
+                "error": f"{type(outcome).__name__}: {outcome}",
+                "attempts": request.attempt,
+            }
+        if self._slots.holds(future):
+            self._slots.answered(future)  # it takes the next request
+        if future.done():
+            self._spent.append(future)
+            self._slots.drop(future)
+            if not isinstance(outcome, dict) and len(self._slots):
+                # A worker lost: slots pinned to it may never start. All leave; new ones come,
+                # on the workers there are, once the master next waits.
+                self._slots.leave(self.client)
+        elif not self._slots.holds(future):
+            # Told by its notice: as_completed gives it again once done (_next_done).
+            self._finishing = [f for f in self._finishing if not f.done()] + [future]
+        return data
+
     def wait_one(
         self, wake: Callable[[], bool] | None = None, timeout: float | None = None
     ) -> tuple[TrialResult, list[dict[str, Any]]] | None:
@@ -387,25 +417,8 @@ class TrialDispatcher:
             future, outcome = done
             request = self._pending.pop(future.key)
             self._futures.pop(future.key, None)
-            self._by_attempt.pop(f"{request.trial_id}:{request.attempt}", None)
-            data: Any  # the trial's dict, as run_trial returned it
-            if isinstance(outcome, dict):
-                data = outcome
-            else:  # KilledWorker, a lost worker: the infrastructure's fault
-                exc = outcome
-                if not self._started(request):
-                    self._unstarted[request.trial_id] = self._unstarted.get(request.trial_id, 0) + 1
-                data = {
-                    "trial_id": request.trial_id,
-                    "hyperparameters": request.hyperparameters,
-                    "status": TrialStatus.CRASHED,
-                    "error": f"{type(exc).__name__}: {exc}",
-                    "attempts": request.attempt,
-                }
-            if future.done():
-                self._spent.append(future)
-            else:  # told by its notice: as_completed gives it again once done (_next_done)
-                self._finishing = [f for f in self._finishing if not f.done()] + [future]
+            self._notices.forget(request)
+            data = self._returned(future, outcome, request)
             curve = data.pop("curve", [])
             # Masked here, where the result enters the master: the trial table in Redis, the
             # result files and the artifacts all show only this text.

@@ -242,7 +242,7 @@ def _not_started(request: TrialRequest, reason: str) -> dict[str, Any]:
             "error": f"asked to stop ({reason}) before it started; its model never ran",
         }
     )
-    return {**result.to_dict(), "curve": []}
+    return _answered(request, {**result.to_dict(), "curve": []}, store=False)
 
 
 @on_claimed_gpus
@@ -271,7 +271,7 @@ def run_trial(request_data: dict[str, Any]) -> dict[str, Any]:
         logger.info(
             "trial %s attempt %d already finished; not run again", request.trial_id, request.attempt
         )
-        return finished
+        return _answered(request, finished)
     asked = json.loads(stop) if stop else {}
     if asked.get("job"):  # the job asked all its trials to stop while this one waited
         return _not_started(request, asked.get("decision", "stop"))
@@ -359,16 +359,18 @@ def run_trial(request_data: dict[str, Any]) -> dict[str, Any]:
     return _answered(request, {**result.to_dict(), "curve": curve})
 
 
-def _answered(request: TrialRequest, answer: dict[str, Any]) -> dict[str, Any]:
-    """Write the attempt's answer where a rerun and the master read it, and send it to the
-    master (the job's notice list, ``<trial id>:<attempt>``, a newline, the answer: it need not
-    wait for Dask to carry the task's end through the scheduler), in one round trip; returns
-    the answer."""
+def _answered(
+    request: TrialRequest, answer: dict[str, Any], *, store: bool = True
+) -> dict[str, Any]:
+    """Write the attempt's answer where a rerun and the master read it (unless not ``store``),
+    and send it to the master (the job's notice list, ``<trial id>:<attempt>``, a newline, the
+    answer: it need not wait for Dask to carry the task's end through the scheduler, and a
+    trial in a slot has no task of its own), in one round trip; returns the answer."""
     ns, stored = request.namespace, json.dumps(answer)
     pipe = _redis(request.redis_url).pipeline(transaction=False)
-    pipe.set(
-        keys.trial_result(request.job_id, request.trial_id, request.attempt, namespace=ns), stored
-    )
+    if store:
+        key = keys.trial_result(request.job_id, request.trial_id, request.attempt, namespace=ns)
+        pipe.set(key, stored)
     notice = f"{request.trial_id}:{request.attempt}\n{stored}"
     pipe.rpush(keys.trial_notices(request.job_id, namespace=ns), notice)
     pipe.execute()
@@ -376,21 +378,27 @@ def _answered(request: TrialRequest, answer: dict[str, Any]) -> dict[str, Any]:
 
 
 def await_trial(slot: dict[str, Any]) -> dict[str, Any] | None:
-    """A Dask task submitted before its trial was sampled
-    (:meth:`~ultron.master.dispatcher.TrialDispatcher.reserve`): it waits on its worker, behind
-    the trial running there, for the master to push the attempt's request to ``slot["key"]``,
-    then runs it as :func:`run_trial`. The batch loop's next round so starts one Redis push
-    after the master's decision, not a submit's way through the scheduler to each worker.
+    """A slot (:mod:`ultron.master.slots`): a Dask task that says it has started (``slot\n``
+    and its name, on the job's notice list), then runs, one after another, the attempts whose
+    requests the master pushes to ``slot["key"]``, each as :func:`run_trial` (which answers
+    each by its notice), until the master pushes ``null`` or, where ``slot["lease"]`` names the
+    job's lease, the lease has expired (the master is gone). The batch loop's rounds so start
+    one Redis push after the master's decision and end without a task's end through the
+    scheduler.
 
-    Returns None without running anything when the master pushes ``null`` (the job needs the
-    slot no more) or, where ``slot["lease"]`` names the job's lease, once it has expired (the
-    master is gone).
+    Returns the last attempt's answer (None if it ran none): a master that sees the slot end
+    before it has read that answer's notice reads it here.
     """
     client = _redis(slot["redis_url"])
+    client.rpush(slot["notices"], f"slot\n{slot['name']}")
+    last = None
     while True:
         got = client.blpop([slot["key"]], timeout=5)
-        if got is not None:
-            request = json.loads(got[1])
-            return None if request is None else run_trial(request)
-        if slot.get("lease") and not client.exists(slot["lease"]):
-            return None
+        if got is None:
+            if slot.get("lease") and not client.exists(slot["lease"]):
+                return last
+            continue
+        request = json.loads(got[1])
+        if request is None:
+            return last
+        last = run_trial(request)

@@ -1,5 +1,5 @@
-"""The dispatcher's slots (the batch loop's next round waiting on its workers) and the answers
-it reads from the workers' notices.
+"""The dispatcher's slots (tasks on the workers that run the trials pushed to them: the batch
+loop's rounds) and the answers it reads from the workers' notices.
 
 A real ``TrialDispatcher`` on a real Dask cluster (in-process workers, real trial processes)
 and the session's real Redis.
@@ -50,6 +50,13 @@ def _keys_of(dispatcher: TrialDispatcher, *trial_ids: str) -> list[str]:
     return [str(k) for k, r in dispatcher._pending.items() if r.trial_id in trial_ids]
 
 
+def _until_started(dispatcher: TrialDispatcher, count: int) -> list[Any]:
+    """Wait (reading the notices) until ``count`` slots have started; returns them."""
+    while len(dispatcher._slots.free) < count:
+        assert dispatcher.wait_one(timeout=0.05) is None
+    return list(dispatcher._slots.free)
+
+
 def _all_results(dispatcher: TrialDispatcher) -> dict[str, Any]:
     results = {}
     while dispatcher.in_flight:
@@ -63,16 +70,17 @@ def test_a_round_given_to_waiting_slots_runs_there_once_with_its_own_scores(
 ) -> None:
     dispatcher = _dispatcher(two_workers, tmp_path, redis_url)
     dispatcher.start(_request(dispatcher, "0001", 1.0), _request(dispatcher, "0002", 2.0))
-    dispatcher.reserve(2)  # submitted while the master waits for the round
+    dispatcher.reserve(2)  # submitted while the master waits for the round, one per worker
     first = _all_results(dispatcher)
-    assert len(dispatcher._slots.free) == 2
+    _until_started(dispatcher, 2)  # each once the trial ahead of it on its worker returned
 
     dispatcher.start(_request(dispatcher, "0003", 3.0), _request(dispatcher, "0004", 4.0))
     ran_in = _keys_of(dispatcher, "0003", "0004")
     second = _all_results(dispatcher)
 
     assert all(key.startswith("slot-") for key in ran_in) and len(ran_in) == 2, ran_in
-    assert len(dispatcher._slots.free) == 2  # reserve(2) holds: two more for the next round
+    assert len(dispatcher._slots.free) == 2  # the same two, free again for the next round
+    assert {str(f.key) for f in dispatcher._slots.free} == set(ran_in)
     results = {**first, **second}
     assert {t: r.status for t, r in results.items()} == {
         t: TrialStatus.COMPLETED for t in ("0001", "0002", "0003", "0004")
@@ -86,8 +94,8 @@ def test_a_round_given_to_waiting_slots_runs_there_once_with_its_own_scores(
     }
     assert all(r.attempts == 1 for r in results.values())
     slots = list(dispatcher._slots.free)
-    dispatcher.settle()
-    assert [s.result(timeout=30) for s in slots] == [None, None]  # left unrun
+    dispatcher.settle()  # they leave, each returning the last answer it gave
+    assert sorted(s.result(timeout=30)["trial_id"] for s in slots) == ["0003", "0004"]
 
 
 def test_slots_not_needed_leave_and_free_their_workers(
@@ -95,9 +103,7 @@ def test_slots_not_needed_leave_and_free_their_workers(
 ) -> None:
     dispatcher = _dispatcher(two_workers, tmp_path, redis_url)
     dispatcher.reserve(2)
-    assert dispatcher.wait_one(timeout=0.2) is None  # nothing ran: the wait adds the slots
-    slots = list(dispatcher._slots.free)
-    assert len(slots) == 2
+    slots = _until_started(dispatcher, 2)  # nothing runs: the wait adds them
 
     dispatcher.start(_request(dispatcher, "0001", 1.0))  # one candidate only
     dispatcher.reserve(0)  # the round is the last: the other slot leaves unrun
@@ -117,8 +123,7 @@ def test_a_slot_that_ended_gets_no_request(
 ) -> None:
     dispatcher = _dispatcher(two_workers, tmp_path, redis_url)
     dispatcher.reserve(1)
-    assert dispatcher.wait_one(timeout=0.2) is None
-    (slot,) = dispatcher._slots.free
+    (slot,) = _until_started(dispatcher, 1)
     two_workers.cancel([slot])  # as a lost worker ends it: done, and nobody waits there
 
     dispatcher.start(_request(dispatcher, "0001", 1.0, sleep=0.0))
