@@ -103,6 +103,7 @@ class TrialDispatcher:
         self._slots = Slots(store.client, store.job_id, store.namespace, redis_url)
         self._slots_wanted = 0
         self._slots_tried = False  # slots were added since the last reserve (or none could be)
+        self._checked_at = time.monotonic()  # the slots' last check (_check_slots)
         self._futures: dict[str, Any] = {}
         # Finished futures, released after the next submit (see _release_spent).
         self._spent: list[Any] = []
@@ -248,6 +249,12 @@ class TrialDispatcher:
             for future in self._slots.add(self._watch(), missing):
                 self._done.add(future)
 
+    def _lost_slots(self) -> None:
+        """A worker lost: slots pinned to it may never start. All leave; new ones come, on
+        the workers there are, once the master next waits."""
+        self._slots.leave(self.client)
+        self._slots_tried = False
+
     def settle(self, timeout: float = 10.0) -> None:
         """The search is over: send the waiting slots away and let the tasks whose answers
         came by notice end (up to ``timeout`` seconds), so that the cluster closes on idle
@@ -286,8 +293,8 @@ class TrialDispatcher:
                 self._dispatch([])
             while self._notices.told:
                 key, answer = self._notices.told.popleft()
-                if key in self._pending:
-                    return self._futures[key], answer
+                if key in self._pending and _of(answer, self._pending[key]):  # a slot's key
+                    return self._futures[key], answer  # serves attempt after attempt
             while self._done is not None and self._done.has_ready():
                 future = next(self._done)
                 if future.key in self._pending:
@@ -295,7 +302,7 @@ class TrialDispatcher:
                 self._spent.append(future)  # told by its notice already, or a slot sent away
                 self._slots.drop(future)
                 if future.status == "error" and len(self._slots):  # a lost worker's slot
-                    self._slots.leave(self.client)  # others may be pinned to it: new ones come
+                    self._lost_slots()
             CANCEL.raise_if_requested(self.store.job_id)
             if wake is not None and wake():
                 return None
@@ -306,16 +313,30 @@ class TrialDispatcher:
             self._notices.read(wait_s, self._pending, started=self._slots.started)
             if idle and not self._notices.told:
                 self._add_slots()
+            if not self._notices.told and time.monotonic() - self._checked_at >= 1.0:
+                self._check_slots()
+
+    def _check_slots(self) -> None:
+        """About once a second of waiting: the answers of trials in slots whose notice was lost
+        (:meth:`Notices.recover`), and slots that may never start (pinned to a worker lost
+        before they started) sent away, so the requests waiting for them go as tasks."""
+        self._checked_at = time.monotonic()
+        if not len(self._slots):
+            return
+        self._notices.recover(self._pending)
+        if self._slots.stuck(running=bool(self._pending)):
+            self._lost_slots()
 
     def _outcome(self, future: Any, request: TrialRequest) -> Any:
         """What the attempt returned, or the error that ended it, as a value."""
-        if future.status == "finished":
-            key = keys.trial_result(
-                request.job_id, request.trial_id, request.attempt, namespace=request.namespace
-            )
-            answer = stored_answer(self.store.client.get(key), request.hyperparameters)
-            if answer is not None:
-                return answer
+        # Whatever the task's end: an attempt that answered before its worker was lost (its
+        # notice not read yet) has its answer.
+        key = keys.trial_result(
+            request.job_id, request.trial_id, request.attempt, namespace=request.namespace
+        )
+        answer = stored_answer(self.store.client.get(key), request.hyperparameters)
+        if answer is not None:
+            return answer
         try:  # not in Redis (or not this configuration's), or the task failed
             returned = future.result()
         except (Exception, asyncio.CancelledError) as exc:  # KilledWorker, a cancellation
@@ -369,7 +390,7 @@ class TrialDispatcher:
             time.sleep(0.05)
         return running
 
-    def _returned(self, future: Any, outcome: Any, request: TrialRequest) -> dict[str, Any]:
+    def _returned(self, future: Any, outcome: Any, request: TrialRequest) -> Any:
         """The attempt's dict, as ``run_trial`` returned it or, for an error, a crash (an
         infrastructure fault: a lost worker, KilledWorker); its task kept or spent."""
         if isinstance(outcome, dict):
@@ -390,9 +411,7 @@ class TrialDispatcher:
             self._spent.append(future)
             self._slots.drop(future)
             if not isinstance(outcome, dict) and len(self._slots):
-                # A worker lost: slots pinned to it may never start. All leave; new ones come,
-                # on the workers there are, once the master next waits.
-                self._slots.leave(self.client)
+                self._lost_slots()
         elif not self._slots.holds(future):
             # Told by its notice: as_completed gives it again once done (_next_done).
             self._finishing = [f for f in self._finishing if not f.done()] + [future]

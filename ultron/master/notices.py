@@ -75,3 +75,21 @@ class Notices:
             answer = None if request is None else stored_answer(stored, request.hyperparameters)
             if answer is not None:
                 self.told.append((key, answer))
+
+    def recover(self, pending: Mapping[str, TrialRequest]) -> None:
+        """Queue the stored answers of the attempts running in slots (task key ``slot-...``),
+        in one round trip: their notice is their only way back, and a reply lost as the
+        client retried (the Redis failing over, say) would have lost it."""
+        in_slots = [(key, r) for key, r in pending.items() if str(key).startswith("slot-")]
+        if not in_slots:
+            return
+        stored = self.redis.mget(
+            [
+                keys.trial_result(r.job_id, r.trial_id, r.attempt, namespace=r.namespace)
+                for _, r in in_slots
+            ]
+        )
+        for (key, request), raw in zip(in_slots, stored, strict=True):
+            answer = stored_answer(raw, request.hyperparameters)
+            if answer is not None:
+                self.told.append((key, answer))

@@ -58,6 +58,7 @@ class Slots:
         self.gone: list[Any] = []  # told to leave, maybe still ending
         self.backlog: list[TrialRequest] = []  # requests waiting for a free slot
         self._where: dict[str, str] = {}  # slot key -> its worker's address
+        self._stuck_for = 0  # calls of stuck() in a row that found it so
 
     def __len__(self) -> int:
         """The slots the job keeps: submitted, free and busy."""
@@ -80,6 +81,9 @@ class Slots:
         places = [
             address
             for address, worker in client.scheduler_info()["workers"].items()
+            # Not one closing (a smaller parallelism retires it): a task pinned there would
+            # never run, and never fail either.
+            if worker.get("status", "running") == "running"
             for _ in range(int(worker.get("nthreads", 1)) - taken.get(address, 0))
         ][:count]
         if not places:
@@ -136,6 +140,14 @@ class Slots:
         rest = queue[len(pairs) :]
         self.backlog = rest if len(self) else []
         return pairs, [] if len(self) else rest
+
+    def stuck(self, running: bool) -> bool:
+        """Whether requests wait for slots that may never start: a backlog, no slot started,
+        and nothing running (``running``) that a slot could be waiting behind, at this call
+        and the four before it (the caller asks about once a second)."""
+        waiting_only = bool(self.backlog and self.waiting) and not (self.free or self.busy)
+        self._stuck_for = self._stuck_for + 1 if waiting_only and not running else 0
+        return self._stuck_for >= 5
 
     def answered(self, future: Any) -> None:
         """The trial in this slot has answered: the slot takes the next request."""
