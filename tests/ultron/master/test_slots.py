@@ -17,6 +17,7 @@ from distributed import Client
 
 from tests.ultron.master.real_dispatcher import in_process_cluster, real_dispatcher
 from ultron.master.dispatcher import TrialDispatcher
+from ultron.master.slots import Slots
 from ultron.redis import keys
 from ultron.trial_records import TrialStatus
 
@@ -148,3 +149,27 @@ def test_a_stale_notice_is_never_taken_for_the_trials_answer(
     result, _ = dispatcher.wait_one(timeout=60)
     assert (result.trial_id, result.status, result.score) == ("0001", TrialStatus.COMPLETED, 1.0)
     assert result.hyperparameters == {"x": 1.0, "sleep": 0.5}
+
+
+class _Task:
+    """A slot's future as ``Slots.stuck`` sees it: only whether it is done (no cluster: the
+    rule is the bookkeeping alone)."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+    def done(self) -> bool:
+        return False
+
+
+def test_requests_waiting_only_for_slots_that_never_started_are_given_up_on() -> None:
+    slots = Slots(None, "job", keys.NAMESPACE, "redis://unused")
+    slots.waiting["slot-job-a"] = _Task("slot-job-a")
+    slots.backlog.append(object())  # type: ignore[arg-type]
+    # Behind a running trial a slot waits to start: never stuck, however long.
+    assert not any(slots.stuck(running=True) for _ in range(10))
+    # Nothing running and no slot started, five checks in a row: stuck.
+    assert [slots.stuck(running=False) for _ in range(5)] == [False] * 4 + [True]
+    # A slot that starts ends it.
+    slots.started("slot-job-a")
+    assert not slots.stuck(running=False)
