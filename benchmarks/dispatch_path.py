@@ -163,6 +163,9 @@ def measure(
             if int(after.trial_id) < 2 * parallelism:  # the first rounds: warm-up
                 continue
             one, two = before.trial_id, after.trial_id
+            if key_of[one][:5] != key_of[two][:5]:
+                continue  # the switch from tasks to slots: the way of neither
+
             end, start = before.metrics["ended_at"], after.metrics["started_at"]
             returned = runs[one]["t"] + runs[one]["dt"]
             has_it, submitted = marks["master has it"][one], marks["submit"][two]
@@ -174,7 +177,7 @@ def measure(
                 )
             hops["model end -> master has it"].append(has_it - end)
             hops["master has it -> next submit here"].append(submitted - has_it)
-            if processing >= submitted:  # sent by the submit
+            if key_of[two].startswith("trial-"):  # sent by the submit
                 hops["submit -> scheduler sends it"].append(processing - submitted)
                 hops["scheduler -> run_trial starts"].append(runs[two]["t"] - processing)
             else:  # it waited in a slot on its worker: the submit was a Redis push

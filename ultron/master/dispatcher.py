@@ -99,8 +99,8 @@ class TrialDispatcher:
         self._done: Any = None
         self._pending: dict[str, TrialRequest] = {}
         # Answers and slots' starts, read from Redis before Dask reports them.
-        self._notices = Notices(store.client, store.job_id, store.namespace)
-        self._slots = Slots(store.client, store.job_id, store.namespace, redis_url)
+        self._notices = Notices(store)
+        self._slots = Slots(store, redis_url)
         self._slots_wanted = 0
         self._slots_tried = False  # slots were added since the last reserve (or none could be)
         self._checked_at = time.monotonic()  # the slots' last check (_check_slots)

@@ -27,16 +27,19 @@ class Notices:
     """The job's notices, read: the answers not yet given to the dispatcher's caller.
 
     Args:
-        redis: the job's Redis client.
-        job_id: the job.
-        namespace: the job's key namespace.
+        store: the job's store (its Redis client, job id and namespace).
     """
 
-    def __init__(self, redis: Any, job_id: str, namespace: str) -> None:
-        self.redis = redis
-        self.key = keys.trial_notices(job_id, namespace=namespace)
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self.key = keys.trial_notices(store.job_id, namespace=store.namespace)
         self.told: collections.deque[tuple[str, Any]] = collections.deque()  # (task key, answer)
         self._by_attempt: dict[str, str] = {}  # ``<trial id>:<attempt>`` -> its task's key
+
+    @property
+    def redis(self) -> Any:
+        """The job's Redis client (the store's, taken when first used)."""
+        return self.store.client
 
     def clear(self) -> None:
         """Drop an earlier master's notices (a rerun of one of its attempts finds its answer)."""

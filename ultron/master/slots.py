@@ -41,16 +41,14 @@ class Slots:
     """The job's slots: submitted, free (started, waiting for a request) or busy.
 
     Args:
-        redis: the job's Redis client (the store's).
-        job_id: the job.
-        namespace: the job's key namespace.
+        store: the job's store (its Redis client, job id and namespace).
         redis_url: the Redis the workers reach.
     """
 
-    def __init__(self, redis: Any, job_id: str, namespace: str, redis_url: str) -> None:
-        self.redis = redis
-        self.job_id = job_id
-        self.namespace = namespace
+    def __init__(self, store: Any, redis_url: str) -> None:
+        self.store = store
+        self.job_id = store.job_id
+        self.namespace = store.namespace
         self.redis_url = redis_url
         self.waiting: dict[str, Any] = {}  # submitted, not started: no request goes there
         self.free: list[Any] = []  # started, waiting for a request
@@ -59,6 +57,11 @@ class Slots:
         self.backlog: list[TrialRequest] = []  # requests waiting for a free slot
         self._where: dict[str, str] = {}  # slot key -> its worker's address
         self._stuck_for = 0  # calls of stuck() in a row that found it so
+
+    @property
+    def redis(self) -> Any:
+        """The job's Redis client (the store's, taken when first used)."""
+        return self.store.client
 
     def __len__(self) -> int:
         """The slots the job keeps: submitted, free and busy."""

@@ -91,14 +91,20 @@ class ForcedStop(Exception):
 
 
 _clients: dict[str, Any] = {}
+_clients_lock = threading.Lock()
 
 
 def _redis(url: str) -> Any:
-    if url not in _clients:
+    """The worker's one client of ``url``. Made under a lock: trials starting together in
+    threads of one worker each made one, and a client dropped from the dict as another
+    replaced it closed its pool under the trial still using it."""
+    client = _clients.get(url)
+    if client is None:
         from ultron.redis.client import connect
 
-        _clients[url] = connect(url)
-    return _clients[url]
+        with _clients_lock:
+            client = _clients.get(url) or _clients.setdefault(url, connect(url))
+    return client
 
 
 def warm_up_worker(redis_url: str, *args: Any, **kwargs: Any) -> int:

@@ -8,6 +8,7 @@ and the session's real Redis.
 from __future__ import annotations
 
 import json
+import types
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -163,7 +164,8 @@ class _Task:
 
 
 def test_requests_waiting_only_for_slots_that_never_started_are_given_up_on() -> None:
-    slots = Slots(None, "job", keys.NAMESPACE, "redis://unused")
+    store = types.SimpleNamespace(client=None, job_id="job", namespace=keys.NAMESPACE)
+    slots = Slots(store, "redis://unused")
     slots.waiting["slot-job-a"] = _Task("slot-job-a")
     slots.backlog.append(object())  # type: ignore[arg-type]
     # Behind a running trial a slot waits to start: never stuck, however long.
