@@ -277,7 +277,7 @@ def run_trial(request_data: dict[str, Any]) -> dict[str, Any]:
         logger.info(
             "trial %s attempt %d already finished; not run again", request.trial_id, request.attempt
         )
-        return _answered(request, finished)
+        return _answered(request, finished, store=False)  # stored already: the notice only
     asked = json.loads(stop) if stop else {}
     if asked.get("job"):  # the job asked all its trials to stop while this one waited
         return _not_started(request, asked.get("decision", "stop"))
