@@ -20,6 +20,7 @@ import redis
 import ultron
 from tests.flows.dask_processes import wait_for
 from tests.flows.elastic import most_at_once
+from ultron.master import async_loop
 from ultron.master.dispatcher import TrialDispatcher
 from ultron.master.slots import Slots
 from ultron.redis import keys
@@ -68,10 +69,22 @@ def test_rounds_of_short_trials_start_in_slots_and_never_run_beside_each_other(
     # trials run in slots on the workers (ultron.master.slots) instead.
     result = _short_trials_once(tmp_path, redis_url, trials=10, loop="batch")
     assert all(t.attempts == 1 for t in result.trials)
-    # The first round's durations make the loop keep slots for the third round on (trials
-    # 0004 and after); the first two rounds are submitted as before.
-    in_slots = [int(r.trial_id) for r in given]
-    assert in_slots and min(in_slots) >= 4, in_slots
+    # The first round's first durations make the loop keep slots from the second round on
+    # (trials 0002 and after); the first round is submitted as tasks.
+    in_slots = sorted(int(r.trial_id) for r in given)
+    assert in_slots == list(range(2, 10)), in_slots
+
+
+def test_rounds_of_trials_that_are_not_short_run_as_tasks_and_no_slot_takes_one(
+    tmp_path: Path, redis_url: str, given: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before the first trial returns, the batch loop keeps slots for the next round; the first
+    # durations say the trials are not short (the rule's threshold lowered under 0.3 s), so
+    # the slots leave before they take a request, and every round is submitted as tasks.
+    monkeypatch.setattr(async_loop, "QUEUE_AHEAD_BELOW_S", 0.1)
+    result = _short_trials_once(tmp_path, redis_url, trials=6, loop="batch")
+    assert all(t.attempts == 1 for t in result.trials)
+    assert given == []
 
 
 def test_a_trial_in_a_slot_whose_worker_is_lost_is_retried_and_the_rounds_go_on(

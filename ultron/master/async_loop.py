@@ -13,6 +13,7 @@ stopping, suspended trials resume or stop as the stopper says (:func:`_run_comma
 from __future__ import annotations
 
 import statistics
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from ultron.algorithms.space import Config
@@ -53,9 +54,13 @@ def queued_ahead(master: MasterCore) -> int:
     return 0 if slots is None else max(0, 2 * slots - master.settings.parallelism)
 
 
-def queue_slots(master: MasterCore) -> int | None:
+def queue_slots(
+    master: MasterCore, returned: Iterable[TrialResult] = (), *, untimed: bool = False
+) -> int | None:
     """The job's worker slots where a trial may wait behind a busy one (the conditions of
-    :func:`queued_ahead`), else None. The batch loop's slots (``reserve``) ask the same."""
+    :func:`queued_ahead`), else None. The batch loop's slots (``reserve``) ask the same, with
+    the trials of its round ``returned`` so far (not in the table until the round's commit);
+    ``untimed``: the slots too where no trial has a duration yet."""
     parallelism = master.settings.parallelism
     if not master.settings.queue_ahead:
         return None
@@ -64,12 +69,12 @@ def queue_slots(master: MasterCore) -> int | None:
         return None
     recent = [
         t.duration
-        for t in master.state.trials[-parallelism:]
+        for t in [*master.state.trials, *returned][-parallelism:]
         if t.status is not TrialStatus.CACHED and t.duration > 0
     ]
-    if not recent or statistics.median(recent) >= QUEUE_AHEAD_BELOW_S:
-        return None
-    return slots
+    if not recent:
+        return slots if untimed else None
+    return None if statistics.median(recent) >= QUEUE_AHEAD_BELOW_S else slots
 
 
 def keep_running(master: MasterCore) -> bool:

@@ -14,6 +14,7 @@ between rounds (the commit, the cache lookup).
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 
 from ultron.master.async_loop import queue_slots
 from ultron.master.core import MasterCore
@@ -32,10 +33,14 @@ def run_rounds(master: MasterCore) -> bool:
         master.dispatcher.reserve(0)  # the slots no round will use return
 
 
-def _reserved(master: MasterCore, next_round: int) -> int:
+def _reserved(
+    master: MasterCore, next_round: int, returned: Iterable[TrialResult] = (), *, untimed: bool
+) -> int:
     """Slots for the next round's trials to wait in (``TrialDispatcher.reserve``): one per
-    trial of it, where short trials could queue behind busy workers (:func:`queue_slots`)."""
-    slots = queue_slots(master)
+    trial of it, where short trials could queue behind busy workers (:func:`queue_slots`;
+    ``returned``: the trials of this round back so far; ``untimed``: also before any trial
+    has a duration)."""
+    slots = queue_slots(master, returned, untimed=untimed)
     return 0 if slots is None else max(0, min(slots, next_round))
 
 
@@ -60,11 +65,20 @@ def _rounds(master: MasterCore) -> bool:
                 results[trial_id] = answered
         master._start_launched()
         next_round = min(master.settings.parallelism, master.budget_left - len(candidates))
-        master.dispatcher.reserve(_reserved(master, next_round))
+        # Before any trial has a duration (the job's first round) the slots are kept too: on
+        # the workers as this round's trials end, they take the next round at once. The
+        # round's first result says whether they stay (short trials) or leave unstarted.
+        reserved = _reserved(master, next_round, untimed=True)
+        untimed = reserved > _reserved(master, next_round, untimed=False)
+        master.dispatcher.reserve(reserved)
         master.watch.check_target(list(results.values()))  # a cached answer may reach it
         master.store.flush()  # the round's running record
         while master.dispatcher.in_flight:
             results.update((r.trial_id, r) for r in master._finish())
+            if untimed and any(r.duration > 0 for r in results.values()):
+                untimed = False
+                if _reserved(master, next_round, results.values(), untimed=False) < reserved:
+                    master.dispatcher.reserve(0)
             # Written while the others run; the last one's, and those of trials that ended
             # together, with the commit.
             if master.dispatcher.in_flight and not master.dispatcher.has_ready():

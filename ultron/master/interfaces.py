@@ -37,9 +37,10 @@ class Dispatcher(Protocol):
     def has_ready(self) -> bool:
         """Whether :meth:`wait_one` has a trial to return at once."""
 
-    def reserve(self, count: int) -> None:
+    def reserve(self, count: int, *, soon: bool = False) -> None:
         """Keep ``count`` trials' places waiting on the workers for requests not sampled yet,
-        which the next :meth:`start` fills first (where :meth:`worker_slots` is not None)."""
+        which the next :meth:`start` fills first (where :meth:`worker_slots` is not None);
+        ``soon``: made now, not once the dispatcher next waits idle."""
 
     def settle(self) -> None:
         """The search is over: give back what waits, let what ends end."""

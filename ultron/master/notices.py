@@ -22,6 +22,11 @@ from ultron.trial_records import TrialRequest, stored_answer
 
 __all__ = ["Notices"]
 
+# The list's items, and the list deleted, in one step.
+_TAKE_ALL = (
+    "local items = redis.call('LRANGE', KEYS[1], 0, -1) redis.call('DEL', KEYS[1]) return items"
+)
+
 
 class Notices:
     """The job's notices, read: the answers not yet given to the dispatcher's caller.
@@ -61,14 +66,14 @@ class Notices:
     ) -> None:
         """Queue the answers of ``pending`` attempts (task key -> request) written since the
         last read, waiting up to ``wait_s`` seconds for one; ``started(name)`` for each slot
-        started. All that came meanwhile in two round trips."""
-        got = self.redis.blpop([self.key], timeout=wait_s)
-        if got is None:
-            return
-        pipe = self.redis.pipeline()  # a transaction: no notice pushed between the two is lost
-        pipe.lrange(self.key, 0, -1)
-        pipe.delete(self.key)
-        for raw in [got[1], *pipe.execute()[0]]:
+        started. All that came meanwhile in one round trip: Redis runs the commands a client
+        sent after a blocking one once it returns, so the script that takes the rest of the
+        list (atomically: no notice pushed meanwhile is lost) follows the ``BLPOP``."""
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.blpop([self.key], timeout=wait_s)
+        pipe.eval(_TAKE_ALL, 1, self.key)
+        got, rest = pipe.execute()
+        for raw in [*([got[1]] if got else []), *rest]:
             attempt, _, stored = (raw.decode() if isinstance(raw, bytes) else raw).partition("\n")
             if attempt == "slot":
                 started(stored)

@@ -82,6 +82,7 @@ def test_an_object_store_log_is_written_whole_while_it_runs(
 ) -> None:
     import s3fs
 
+    add_secrets([TOKEN])  # as in the first test: this one may run alone, or first
     fs = s3fs.S3FileSystem(**s3_storage_options)
     local = tmp_path / "trial.log"
     url = f"{s3_url}/{tmp_path.name}/logs/0001.log"
