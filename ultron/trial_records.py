@@ -6,7 +6,6 @@ and JSON-compatible (``to_dict``/``from_dict``).
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import os
@@ -76,9 +75,15 @@ class _Serial:
         return cls(**{k: _copied(v) for k, v in data.items() if k in names})
 
 
-@functools.cache
+_NAMES: dict[type, tuple[str, ...]] = {}
+
+
 def _names(cls: type) -> tuple[str, ...]:
-    return tuple(f.name for f in fields(cls))
+    """The field names of the record class ``cls`` (read once)."""
+    names = _NAMES.get(cls)
+    if names is None:
+        names = _NAMES[cls] = tuple(f.name for f in fields(cls))
+    return names
 
 
 @dataclass(frozen=True)

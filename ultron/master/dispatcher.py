@@ -10,36 +10,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import time
 from collections.abc import Callable
 from typing import Any
 
 from ultron.cluster.lazy import LazyCluster
 from ultron.containerize.environment import TrialEnvironment
-from ultron.containerize.image import worker_paths
 from ultron.master.cancel import CANCEL
 from ultron.master.job_state import JobStore
 from ultron.master.notices import Notices
+from ultron.master.requests import TrialRequests
 from ultron.master.slots import Slots
-from ultron.paths import job_results_url, trial_log_url
 from ultron.redis import keys
 from ultron.secrets import redact
 from ultron.spec.job import JobSpec
-from ultron.spec.objectives import asked_metrics
-from ultron.trial_records import TrialRequest, TrialResult, TrialStatus, stored_answer, trial_seed
+from ultron.trial_records import TrialRequest, TrialResult, TrialStatus, stored_answer
 from ultron.worker.runner import run_trial
 
 __all__ = ["TrialDispatcher"]
-
-
-def _memory_limit(memory: str | None) -> int | None:
-    """``resources.memory`` (a Kubernetes quantity) in bytes, as the Dask workers get it."""
-    if memory is None:
-        return None
-    from dask.utils import parse_bytes  # understands Ki, Mi, Gi, Ti, k, M, G, T as they are
-
-    return parse_bytes(memory)
 
 
 def _of(answer: Any, request: TrialRequest) -> bool:
@@ -85,14 +73,16 @@ class TrialDispatcher:
         self._cluster = client
         self.store = store
         self.spec = spec
-        self.env = env
-        # As the workers see them: inside the job's image on kubernetes, else the local ones.
-        self.python, self.code_paths = worker_paths(env)
-        self.redis_url = redis_url
-        self.scratch = scratch
         self.resources = resources or None
-        self.data = data
-        self.results_url = job_results_url(spec.storage, store.job_id)
+        self._requests = TrialRequests(
+            spec,
+            env,
+            job_id=store.job_id,
+            namespace=store.namespace,
+            redis_url=redis_url,
+            scratch=scratch,
+            data=data,
+        )
         # Finished futures only: a trial's answer is read from Redis, where run_trial wrote it
         # before returning (one Redis round trip instead of Dask's gather, ~4 ms, through the
         # scheduler to the worker). See _outcome. Made at the first submit, with the client.
@@ -143,36 +133,8 @@ class TrialDispatcher:
     def request(
         self, trial_id: str, config: dict[str, Any], *, attempt: int = 1, resume: bool = False
     ) -> TrialRequest:
-        """The request for one attempt of a trial."""
-        return TrialRequest(
-            job_id=self.store.job_id,
-            trial_id=trial_id,
-            hyperparameters=config,
-            model=self.spec.model,
-            python=self.python,
-            code_paths=self.code_paths,
-            metric=self.spec.objective.metric,
-            metrics=asked_metrics(self.spec),
-            seed=trial_seed(self.spec.seed, config),
-            checkpoint_path=os.path.join(self.scratch, "checkpoints", trial_id),
-            log_path=os.path.join(self.scratch, "logs", f"trial-{trial_id}.log"),
-            redis_url=self.redis_url,
-            namespace=self.store.namespace,
-            resume=resume,
-            attempt=attempt,
-            timeout=self.spec.trial_timeout,
-            stream_reports=self.spec.early_stopping is not None,
-            data=self.data,
-            checkpoint_url=f"{self.results_url}/checkpoints/{trial_id}",
-            log_url=trial_log_url(self.results_url, trial_id),
-            grace_period=self.spec.early_stopping.grace_period
-            if self.spec.early_stopping
-            else 30.0,
-            memory_limit=_memory_limit(self.spec.resources.memory),
-            deterministic=self.spec.deterministic,
-            gpu_memory_fraction=self.spec.resources.gpu_memory_fraction,
-            threads=self.spec.resources.threads,
-        )
+        """The request for one attempt of a trial (:class:`TrialRequests`)."""
+        return self._requests.make(trial_id, config, attempt=attempt, resume=resume)
 
     def start(self, *requests: TrialRequest) -> None:
         """Submit attempts back to back, then record them as running.

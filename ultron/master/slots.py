@@ -7,8 +7,10 @@ that takes trials from Redis: while a round runs, :meth:`Slots.add` submits one
 running there returns, the slot starts, says so (a notice), and blocks on its own Redis list,
 runs each request pushed there and blocks again. When the master has sampled a round,
 :meth:`Slots.take` pushes each attempt's request to a free slot, all in one round trip; the
-worker answers by its notice (``ultron.worker.runner``), and the slot is free again. From the
-third round on, a round passes no message through Dask: on 2 cores a submit's way through the
+worker answers by its notice (``ultron.worker.runner``), and the slot is free again. The
+job's first round keeps slots too, before any trial has a duration (they wait behind its trials
+and leave unstarted if its first result says the trials are not short), so from the second
+round on a round passes no message through Dask: on 2 cores a submit's way through the
 scheduler to a worker took 7-8 ms, and each task's end 2-4 ms more, on the cores the round's
 trials start on.
 
