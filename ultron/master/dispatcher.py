@@ -188,20 +188,17 @@ class TrialDispatcher:
             self._notices.clear()
         return client
 
-    def reserve(self, count: int, *, soon: bool = False) -> None:
+    def reserve(self, count: int) -> None:
         """Keep ``count`` slots on the workers, which run the requests :meth:`start` gives
         them (:class:`~ultron.master.slots.Slots`); 0 sends them all away. Only where
         :meth:`worker_slots` knows the workers (the caller checks).
 
         Those missing are submitted once the dispatcher waits with nothing come back for
         ``_IDLE_S`` (:meth:`_next_done`): submitted at once, their 1.5-4 ms of the master's
-        time on 2 cores went to the cores the round's trials were starting on. ``soon``:
-        submitted now (the round's trials are ending, not starting)."""
+        time on 2 cores went to the cores the round's trials were starting on."""
         self._slots_wanted, self._slots_tried = count, False
         if count < len(self._slots):
             self._slots.leave(self.client, len(self._slots) - count)
-        elif soon:
-            self._add_slots()
 
     def has_ready(self) -> bool:
         """Whether :meth:`wait_one` would return at once (an answer read, a task ended)."""

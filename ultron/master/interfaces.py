@@ -37,10 +37,9 @@ class Dispatcher(Protocol):
     def has_ready(self) -> bool:
         """Whether :meth:`wait_one` has a trial to return at once."""
 
-    def reserve(self, count: int, *, soon: bool = False) -> None:
+    def reserve(self, count: int) -> None:
         """Keep ``count`` trials' places waiting on the workers for requests not sampled yet,
-        which the next :meth:`start` fills first (where :meth:`worker_slots` is not None);
-        ``soon``: made now, not once the dispatcher next waits idle."""
+        which the next :meth:`start` fills first (where :meth:`worker_slots` is not None)."""
 
     def settle(self) -> None:
         """The search is over: give back what waits, let what ends end."""

@@ -82,7 +82,7 @@ class SimulatedDispatcher:
         """False: the master writes as it waits, as it does for trials that end apart."""
         return False
 
-    def reserve(self, count: int, *, soon: bool = False) -> None:
+    def reserve(self, count: int) -> None:
         """Nothing to keep waiting: every simulated trial starts at its submit."""
 
     def settle(self) -> None:

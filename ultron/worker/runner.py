@@ -10,8 +10,9 @@ output goes to the job's storage (:mod:`ultron.worker.trial_log`), all of it bef
 The worker is the trial's only way to Redis: the trial process gets its request without the
 Redis URL (:func:`trial_message`) and an environment without it
 (:func:`ultron.secrets.trial_environ`). Its ``ultron.report`` calls come over the socket to the
-trial process, and :func:`_wait_for_answer` writes each under the job's keys (the trial's
-reports and, with early stopping, the job's report stream) and answers with the stop flag.
+trial process, and :func:`~ultron.worker.reports.wait_for_answer` writes each under the job's keys
+(the trial's reports and, with early stopping, the job's report stream) and answers with the
+stop flag.
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ from ultron.worker.checkpoints import (
     start_sync,
 )
 from ultron.worker.devices import on_claimed_gpus
-from ultron.worker.pool import ProcessDied, WarmProcess, checkin, checkout, warm_up
+from ultron.worker.pool import ProcessDied, checkin, checkout, warm_up
+from ultron.worker.reports import ForcedStop, last_reported, wait_for_answer
 from ultron.worker.trial_log import ship_trial_log
 
 __all__ = ["await_trial", "reads_object_store", "run_trial", "trial_message", "warm_up_worker"]
@@ -83,11 +85,6 @@ def _worker_name() -> str:
 def _fresh_processes() -> bool:
     """``ULTRON_FRESH_TRIAL_PROCESS``, read once per worker process (not on every trial)."""
     return settings().fresh_trial_process
-
-
-class ForcedStop(Exception):
-    """The trial was asked to stop (early stopping, the job's goal) and did not return within
-    its grace period."""
 
 
 _clients: dict[str, Any] = {}
@@ -153,82 +150,6 @@ def trial_message(request: TrialRequest) -> dict[str, Any]:
     message = request.to_dict()
     del message["redis_url"]
     return message
-
-
-def _store_report(client: Any, request: TrialRequest, entry: dict[str, Any]) -> bool:
-    """Write one report of the trial under the job's keys; whether the trial should stop."""
-    pipe = client.pipeline(transaction=False)
-    ns = request.namespace  # the job's tenant's
-    pipe.rpush(
-        keys.trial_reports(request.job_id, request.trial_id, namespace=ns), json.dumps(entry)
-    )
-    if request.stream_reports:
-        stream_entry = json.dumps({"trial_id": request.trial_id, **entry})
-        pipe.rpush(keys.report_stream(request.job_id, namespace=ns), stream_entry)
-    pipe.exists(keys.trial_stop(request.job_id, request.trial_id, namespace=ns))
-    *_, stop = pipe.execute()
-    return bool(stop)
-
-
-def _report_entry(message: dict[str, Any]) -> dict[str, Any]:
-    """A report as the trial sent it, with only the fields a report has: a step, a time and
-    metric values (numbers), so a trial cannot write anything else under the job's keys."""
-    entry = message.get("entry")
-    if not isinstance(entry, dict):
-        raise ProcessDied(f"trial process sent an unknown message {str(message)[:80]!r}")
-    clean: dict[str, Any] = {}
-    for name, value in entry.items():
-        if not isinstance(name, str) or isinstance(value, bool):
-            continue
-        if isinstance(value, int | float):
-            clean[name] = value
-    return clean
-
-
-def _wait_for_answer(process: WarmProcess, request: TrialRequest) -> dict[str, Any]:
-    """The trial's answer, storing its reports as they come and answering each with the stop
-    flag; a trial that ignores a stop (early stopping, the job's goal reached, a cancellation)
-    is killed after its grace period (ForcedStop)."""
-    deadline = None if request.timeout is None else time.monotonic() + request.timeout
-    client = _redis(request.redis_url)
-    stop_key = keys.trial_stop(request.job_id, request.trial_id, namespace=request.namespace)
-    checked = time.monotonic()
-    while True:
-        left = 1.0 if deadline is None else min(1.0, max(deadline - time.monotonic(), 0.0))
-        try:
-            message: dict[str, Any] | None = process.receive(left)
-        except TimeoutError:
-            if deadline is not None and time.monotonic() >= deadline:
-                raise
-            message = None
-        if message is not None and message.get("op") != "report":
-            return message
-        if message is not None:
-            stop = _store_report(client, request, _report_entry(message))
-            process.send({"op": "decision", "stop": stop})
-            if time.monotonic() - checked < 1.0:
-                continue  # a trial reporting fast: its stop flag is looked at once a second
-        checked = time.monotonic()
-        raw = client.get(stop_key)
-        if raw:
-            asked = json.loads(raw)
-            if time.time() - asked["at"] > asked.get("grace", request.grace_period):
-                raise ForcedStop(asked["decision"])
-
-
-def _last_reported(request: TrialRequest) -> float | None:
-    client = _redis(request.redis_url)
-    for raw in reversed(
-        client.lrange(
-            keys.trial_reports(request.job_id, request.trial_id, namespace=request.namespace),
-            -50,
-            -1,
-        )
-    ):
-        entry = json.loads(raw)
-        if request.metric in entry:
-            return float(entry[request.metric])
-    return None
 
 
 def _not_started(request: TrialRequest, reason: str) -> dict[str, Any]:
@@ -325,7 +246,7 @@ def run_trial(request_data: dict[str, Any]) -> dict[str, Any]:
             begin_sync(syncer, request.trial_id)
         if shipper is not None:
             shipper.start()
-        answer = _wait_for_answer(process, request)
+        answer = wait_for_answer(process, request, _redis(request.redis_url))
     except TimeoutError:
         process.kill()
         error = f"trial ran past trial_timeout ({request.timeout} s) and was stopped"
@@ -333,7 +254,10 @@ def run_trial(request_data: dict[str, Any]) -> dict[str, Any]:
     except ForcedStop as exc:
         process.kill()
         error = f"asked to stop ({exc}) and the model did not return within the grace period"
-        status, extra = TrialStatus.STOPPED, {"error": error, "score": _last_reported(request)}
+        status, extra = (
+            TrialStatus.STOPPED,
+            {"error": error, "score": last_reported(_redis(request.redis_url), request)},
+        )
     except ProcessDied as exc:
         process.kill()
         status, extra = TrialStatus.CRASHED, {"error": str(exc)}
