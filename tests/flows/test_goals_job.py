@@ -108,14 +108,15 @@ def test_a_target_ends_the_job_at_the_first_trial_that_reaches_it(
     assert reached.score >= 7
     # The first to reach it (the grid's seeded order, so not always trial 0003): every other
     # trial that completed scored less; nothing started after it. Half-second trials queue
-    # behind the 2 workers (ultron.master.async_loop): those still waiting returned stopped
-    # without starting; the other one running was stopped, and so was a queued one that
-    # started as a worker freed before the master had the result (at most one per worker).
+    # behind the 2 workers (ultron.master.async_loop): at most 2 x 2 in flight, the one that
+    # reached it included. The others were stopped: running ones, and queued ones that
+    # returned without starting (all three of them where the workers were slow to start the
+    # queued ones on a loaded machine, and a result came in just before the one that reached it).
     completed = [t for t in result.trials if t.status is TrialStatus.COMPLETED and t != reached]
     assert all(t.score is not None and t.score < 7 for t in completed)
     stopped = [t for t in result.trials if t.status is TrialStatus.STOPPED]
     never = [t for t in stopped if "before it started" in (t.error or "")]
-    assert len(stopped) - len(never) <= 3 and len(never) <= 2
+    assert len(stopped) <= 3
     assert all(t.score is None for t in never)
     assert len(completed) + len(stopped) + 1 == len(result.trials)
     assert max(t.trial_id for t in result.trials) <= f"{int(named) + 3:04d}"
