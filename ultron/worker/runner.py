@@ -39,7 +39,7 @@ from ultron.worker.checkpoints import (
     start_sync,
 )
 from ultron.worker.devices import on_claimed_gpus
-from ultron.worker.pool import ProcessDied, checkin, checkout, warm_up
+from ultron.worker.pool import ProcessDied, WarmProcess, checkin, checkout, warm_up
 from ultron.worker.reports import ForcedStop, last_reported, wait_for_answer
 from ultron.worker.trial_log import ship_trial_log
 
@@ -181,10 +181,46 @@ def run_trial(request_data: dict[str, Any]) -> dict[str, Any]:
     plus its learning curve under ``curve``.
     """
     request = TrialRequest.from_dict(request_data)
-    done_key = keys.trial_result(
-        request.job_id, request.trial_id, request.attempt, namespace=request.namespace
+    settled = _settled_before_start(request)
+    if settled is not None:
+        return settled
+    started = time.monotonic()
+    log_path = os.path.join(os.path.dirname(request.log_path), f"worker-{os.getpid()}.log")
+    process = checkout(
+        request.python,
+        request.code_paths,
+        log_path,
+        request.memory_limit,
+        reads_object_store(request.data),
+        request.gpu_memory_fraction,
+        request.threads,
     )
+    base = {
+        "trial_id": request.trial_id,
+        "hyperparameters": request.hyperparameters,
+        "attempts": request.attempt,
+        "worker": _worker_name(),
+        "log_path": request.log_url or request.log_path,
+    }
+    try:
+        exploit_for(request)
+    except ExploitError as exc:  # the model saves no checkpoint: the user's to fix
+        result = TrialResult.from_dict({**base, "status": TrialStatus.FAILED, "error": str(exc)})
+        checkin(process)
+        return _answered(request, {**result.to_dict(), "curve": []})
+    restore_for(request)
+    status, extra = _attend(process, request, request_data, worker=base["worker"])
+    extra.setdefault("duration", time.monotonic() - started)
+    curve: list[dict[str, Any]] = extra.pop("curve", [])
+    result = TrialResult.from_dict({**base, **extra, "status": status})
+    return _answered(request, {**result.to_dict(), "curve": curve})
+
+
+def _settled_before_start(request: TrialRequest) -> dict[str, Any] | None:
+    """The attempt's answer where it must not run (one round trip, which also marks it
+    started): it finished already, or the job asked its trials to stop while it waited."""
     ns = request.namespace
+    done_key = keys.trial_result(request.job_id, request.trial_id, request.attempt, namespace=ns)
     pipe = _redis(request.redis_url).pipeline(transaction=False)  # one round trip
     pipe.get(done_key)
     pipe.get(keys.trial_stop(request.job_id, request.trial_id, namespace=ns))
@@ -202,33 +238,15 @@ def run_trial(request_data: dict[str, Any]) -> dict[str, Any]:
     asked = json.loads(stop) if stop else {}
     if asked.get("job"):  # the job asked all its trials to stop while this one waited
         return _not_started(request, asked.get("decision", "stop"))
-    log_dir = os.path.dirname(request.log_path)
-    started = time.monotonic()
-    log_path = os.path.join(log_dir, f"worker-{os.getpid()}.log")
-    process = checkout(
-        request.python,
-        request.code_paths,
-        log_path,
-        request.memory_limit,
-        reads_object_store(request.data),
-        request.gpu_memory_fraction,
-        request.threads,
-    )
-    base = {
-        "trial_id": request.trial_id,
-        "hyperparameters": request.hyperparameters,
-        "attempts": request.attempt,
-        "worker": _worker_name(),
-        "log_path": request.log_url or request.log_path,
-    }
-    extra: dict[str, Any]
-    try:
-        exploit_for(request)
-    except ExploitError as exc:  # the model saves no checkpoint: the user's to fix
-        result = TrialResult.from_dict({**base, "status": TrialStatus.FAILED, "error": str(exc)})
-        checkin(process)
-        return _answered(request, {**result.to_dict(), "curve": []})
-    restore_for(request)
+    return None
+
+
+def _attend(
+    process: WarmProcess, request: TrialRequest, request_data: dict[str, Any], *, worker: str
+) -> tuple[TrialStatus, dict[str, Any]]:
+    """Send the attempt to its process and wait for its answer, its checkpoints synced and
+    its output shipped meanwhile; the status and the answer's fields (a failed one's log tail
+    with them). The process goes back to the pool only when it may serve another trial."""
     # Their threads start once the trial has its request: each start waits for its thread to
     # run, 2 ms apiece on a busy machine, and the trial need not wait for them.
     syncer = start_sync(request, start=False)
@@ -236,10 +254,11 @@ def run_trial(request_data: dict[str, Any]) -> dict[str, Any]:
         request.log_path,
         request.log_url,
         attempt=request.attempt,
-        worker=base["worker"],
+        worker=worker,
         secrets=request_data,
         start=False,
     )
+    extra: dict[str, Any]
     try:
         process.send(trial_message(request))
         if syncer is not None:
@@ -267,26 +286,28 @@ def run_trial(request_data: dict[str, Any]) -> dict[str, Any]:
     else:
         status = TrialStatus(answer.pop("status"))
         extra = answer
-        if status is TrialStatus.OUT_OF_MEMORY:
-            # Its heap may stay near the limit, and a CUDA out-of-memory can leave cached or
-            # leaked GPU memory and a broken context: the next trial gets a fresh process.
-            process.kill()
-        elif _fresh_processes():
-            process.kill()  # the baseline the benchmark compares against: no warm reuse
-        else:
-            checkin(process)
+        _return_process(process, status)
     finally:
         if syncer is not None and syncer.running:
             syncer.stop(wait=False)  # its last scan runs while the log is shipped
         if shipper is not None:
             shipper.stop()  # before the answer: a trial seen finished has its whole log stored
         finish_sync(syncer, request.trial_id)  # its next attempt must find them committed
-    extra.setdefault("duration", time.monotonic() - started)
     if shipper is not None and not status.ok:
         extra["log_tail"] = shipper.tail()
-    curve: list[dict[str, Any]] = extra.pop("curve", [])
-    result = TrialResult.from_dict({**base, **extra, "status": status})
-    return _answered(request, {**result.to_dict(), "curve": curve})
+    return status, extra
+
+
+def _return_process(process: WarmProcess, status: TrialStatus) -> None:
+    """Back to the pool after an answer, or ended where it must not serve another trial."""
+    if status is TrialStatus.OUT_OF_MEMORY:
+        # Its heap may stay near the limit, and a CUDA out-of-memory can leave cached or
+        # leaked GPU memory and a broken context: the next trial gets a fresh process.
+        process.kill()
+    elif _fresh_processes():
+        process.kill()  # the baseline the benchmark compares against: no warm reuse
+    else:
+        checkin(process)
 
 
 def _answered(
