@@ -83,6 +83,50 @@ def _hopper_search(
     return state
 
 
+def _begin(spec: JobSpec, store: JobStore, state: JobState) -> dict[str, Any]:
+    """Mark the job running and take over from an earlier master; returns the trials that
+    ran when it died (they run again from their checkpoints)."""
+    state.status = JobStatus.RUNNING  # a completed job that continues runs again
+    state.end_reason = None
+    # Now, not at the first checkpoint (in the batch loop: when the first round has ended):
+    # `ultron status` and `ultron jobs` show the job running, with its running trials.
+    store.set_status(JobStatus.RUNNING, end_reason="")
+    store.set_results_url(job_results_url(spec.storage, store.job_id))  # `ultron logs` reads it
+    running_before = store.running()  # trials that ran when a previous master died
+    store.clear_running()
+    store.clear_job_stops(sorted(running_before))  # an earlier master's goal or cancel
+    return running_before
+
+
+def _search_settings(spec: JobSpec, resources: JobResources) -> SearchSettings:
+    return SearchSettings(
+        num_iterations=spec.num_iterations,
+        parallelism=resources.parallelism,
+        max_failed_share=spec.max_failed_share,
+        tell_stopped=spec.early_stopping is None or spec.early_stopping.tell_stopped,
+        metrics=asked_metrics(spec),
+        # A stopper resumes its suspended trials in the slots that free: none queued ahead.
+        queue_ahead=spec.early_stopping is None,
+    )
+
+
+def _scaler(
+    spec: JobSpec, job_id: str, client: Any, resources: JobResources, store: JobStore
+) -> Scaler:
+    """What grows or shrinks the job's parallelism with its lease (``ultron scale``)."""
+    return Scaler(
+        client,
+        job_id,
+        limiter=resources.limiter,
+        keeper=resources.keeper,
+        workers=ElasticWorkers(resources.cluster, spec, job_id),
+        units_for=spec.resources.units_for,
+        granted=resources.parallelism,
+        wanted=spec.parallelism,
+        namespace=store.namespace,
+    )
+
+
 def _check_lease(resources: JobResources, job_id: str) -> None:
     CANCEL.raise_if_requested(job_id)
     if resources.keeper.lost:
@@ -112,46 +156,26 @@ def search_loop(
     client = connect(redis_url)
     store = JobStore(client, job_id, namespace=tenant_namespace(spec.tenant))
     state = store.load() or JobState(job_id)
-    state.status = JobStatus.RUNNING  # a completed job that continues runs again
-    state.end_reason = None
-    # Now, not at the first checkpoint (in the batch loop: when the first round has ended):
-    # `ultron status` and `ultron jobs` show the job running, with its running trials.
-    store.set_status(JobStatus.RUNNING, end_reason="")
-    store.set_results_url(job_results_url(spec.storage, job_id))  # `ultron logs` reads it
-    running_before = store.running()  # trials that ran when a previous master died
+    running_before = _begin(spec, store, state)
     if running_before:
         logger.info(
             "resuming job %s: trials %s run again from their checkpoints",
             job_id,
             sorted(running_before),
         )
-    store.clear_running()
-    store.clear_job_stops(sorted(running_before))  # an earlier master's goal or cancel
     if state.algorithm and hasattr(strategy, "load_state_dict"):
         strategy.load_state_dict(state.algorithm)
     if spec.execution.hopper:  # model hopper parallelism instead of a trial loop
         return _hopper_search(spec, job_id, env, resources, client, store, state, strategy, stopper)
-    scratch = scratch_dir(job_id)
     dispatcher = TrialDispatcher(
         resources.cluster,  # started at the first submit: a trial the cache cannot answer
         store,
         spec=spec,
         env=env,
         redis_url=redis_url,
-        scratch=str(scratch),
+        scratch=str(scratch_dir(job_id)),
         resources=resources.cluster.resources,
         data=resources.data.trial_config() if resources.data is not None else None,
-    )
-    scaler = Scaler(
-        client,
-        job_id,
-        limiter=resources.limiter,
-        keeper=resources.keeper,
-        workers=ElasticWorkers(resources.cluster, spec, job_id),
-        units_for=spec.resources.units_for,
-        granted=resources.parallelism,
-        wanted=spec.parallelism,
-        namespace=store.namespace,
     )
     progress = JobMonitor(spec, job_id, state)  # progress and leaderboard artifacts
     driver = _stopper_driver(spec, stopper, client, job_id, state)
@@ -162,15 +186,7 @@ def search_loop(
     if prior is not None:  # told by the master before its first proposal
         logger.info("%s", prior.summary())
     master = Master(
-        settings=SearchSettings(
-            num_iterations=spec.num_iterations,
-            parallelism=resources.parallelism,
-            max_failed_share=spec.max_failed_share,
-            tell_stopped=spec.early_stopping is None or spec.early_stopping.tell_stopped,
-            metrics=asked_metrics(spec),
-            # A stopper resumes its suspended trials in the slots that free: none queued ahead.
-            queue_ahead=spec.early_stopping is None,
-        ),
+        settings=_search_settings(spec, resources),
         strategy=strategy,
         cache=job_score_cache(
             spec,
@@ -185,7 +201,7 @@ def search_loop(
         on_result=progress.update,
         check=lambda: _check_lease(resources, job_id),
         driver=driver,
-        scaler=scaler,
+        scaler=_scaler(spec, job_id, client, resources, store),
         goals=JobGoals.of(spec),
         grace_s=settings().cancel_grace,
         interrupted={tid: info["hyperparameters"] for tid, info in running_before.items()},
