@@ -64,27 +64,24 @@ def finalize(
     for warning in warnings:
         logger.warning("%s", warning)
     store = JobStore(connect(redis_url), job_id, namespace=tenant_namespace(spec.tenant))
-    state = state or store.load() or JobState(job_id)
-    state.status = status or (JobStatus.FAILED if error else JobStatus.COMPLETED)
-    state.end_reason = _end_reason(state, error)
-    store.set_status(state.status, end_reason=state.end_reason)
-    interrupted = store.running() if state.status is not JobStatus.COMPLETED else {}
-    removed = store.clear_transient()
-    if interrupted:
-        store.mark_running(interrupted)
-    logger.info("removed %d transient keys", removed)
+    state = _record_end(store, state or store.load() or JobState(job_id), status, error)
     # An unfinished job keeps its checkpoints, and so does one whose store lacks some.
     if state.status is JobStatus.COMPLETED and not unsynced:
-        job_dir = scratch_dir(job_id)
-        try:
-            remove_tree(job_dir / "checkpoints", root=job_dir)
-        except OSError as exc:
-            logger.warning("could not remove the local checkpoints of %s: %s", job_id, exc)
+        _remove_local_checkpoints(job_id)
     url = job_results_url(spec.storage, job_id)
     mode = spec.objective.mode
     goals, bounds = (job_goals(spec) if spec.objectives else ()), job_bounds(spec)
     best = best_trial(state.trials, mode, goals=goals, bounds=bounds)
     front = pareto_trials(state.trials, goals, bounds) if goals else []
+    ended = {
+        "job_id": job_id,
+        "status": str(state.status),
+        "end_reason": state.end_reason,
+        "error": error,
+        "timings": timings,
+        "warnings": warnings,
+        "unsynced_checkpoints": unsynced,
+    }
     files = write_results(
         url,
         goals=goals,
@@ -93,38 +90,48 @@ def finalize(
         curves=state.curves,
         direction=mode,
         metric=spec.objective.metric,
-        extra={
-            "job_id": job_id,
-            "status": str(state.status),
-            "end_reason": state.end_reason,
-            "error": error,
-            "timings": timings,
-            "spec": redacted_spec(spec),
-            "warnings": warnings,
-            "unsynced_checkpoints": unsynced,
-        },
+        extra={**ended, "spec": redacted_spec(spec)},
     )
     store.set_results_url(url)  # where `ultron report JOB` finds them
     files.update(_report(spec, job_id, url, state))
     _artifacts(spec, job_id, state, error, warnings)
     logger.info("job %s %s (%s); results in %s", job_id, state.status, state.end_reason, url)
     return {
-        "job_id": job_id,
-        "status": str(state.status),
-        "end_reason": state.end_reason,
-        "error": error,
+        **ended,
         "best_config": best.hyperparameters if best else None,
         "best_score": best.score if best else None,
         "trials": [t.to_dict() for t in state.trials],
         "results_url": url,
         "best_checkpoint": f"{url}/checkpoints/{best.trial_id}" if best else None,
         "mode": str(mode),
-        "timings": timings,
         "files": files,
-        "warnings": warnings,
-        "unsynced_checkpoints": unsynced,
         "pareto": [t.trial_id for t in front],
     }
+
+
+def _record_end(
+    store: JobStore, state: JobState, status: JobStatus | None, error: str | None
+) -> JobState:
+    """Record how the job ended and remove its transient keys. An unfinished job keeps its
+    record of running trials: they resume from their checkpoints when it runs again."""
+    state.status = status or (JobStatus.FAILED if error else JobStatus.COMPLETED)
+    state.end_reason = _end_reason(state, error)
+    store.set_status(state.status, end_reason=state.end_reason)
+    interrupted = store.running() if state.status is not JobStatus.COMPLETED else {}
+    removed = store.clear_transient()
+    if interrupted:
+        store.mark_running(interrupted)
+    get_run_logger().info("removed %d transient keys", removed)
+    return state
+
+
+def _remove_local_checkpoints(job_id: str) -> None:
+    """The completed job's checkpoints on this machine (all of them are in its store)."""
+    job_dir = scratch_dir(job_id)
+    try:
+        remove_tree(job_dir / "checkpoints", root=job_dir)
+    except OSError as exc:
+        get_run_logger().warning("could not remove the local checkpoints of %s: %s", job_id, exc)
 
 
 def _pareto_text(state: JobState, goals: tuple[Goal, ...], bounds: tuple[Bound, ...]) -> str:
