@@ -92,6 +92,13 @@ def check_execution(execution: Execution, fields: Mapping[str, Any]) -> Executio
     """
     if not execution.hopper:
         return execution
+    _check_hopper_data(fields)
+    _check_hopper_schedule(fields)
+    return execution
+
+
+def _check_hopper_data(fields: Mapping[str, Any]) -> None:
+    """A hopper job's data: a set of .npz shards each worker reads a partition of."""
     if "data" in fields and fields["data"] is None:
         raise rule_error(
             "execution: hopper needs a data set to partition, and data is not set",
@@ -110,6 +117,11 @@ def check_execution(execution: Execution, fields: Mapping[str, Any]) -> Executio
             f"data.placement ({data.placement}) and data.pipeline do not apply to it",
             "remove placement and pipeline from data (augment the batches in train_epoch)",
         )
+
+
+def _check_hopper_schedule(fields: Mapping[str, Any]) -> None:
+    """What a hopper job's own schedule (every configuration at once, each epoch hopping over
+    the partitions, one metric) cannot do."""
     if fields.get("loop") is not None:
         raise rule_error(
             f"loop is {fields['loop']}, but execution: hopper has its own schedule (every "
@@ -150,4 +162,3 @@ def check_execution(execution: Execution, fields: Mapping[str, Any]) -> Executio
             "its epochs; a time budget cannot end it early",
             "remove budget.time, or lower execution.epochs",
         )
-    return execution
