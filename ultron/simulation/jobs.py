@@ -40,7 +40,7 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ultron.algorithms.base import Direction, HPOAlgorithm
@@ -153,11 +153,44 @@ class SimulatedJob:
 
     def time_to_target(self, target: float) -> float:
         """Simulated seconds until a finished trial's score reached ``target`` (inf if never)."""
-        maximize = self.direction is Direction.MAXIMIZE
         for when, score in self.best_over_time:
-            if (score >= target) if maximize else (score <= target):
+            if _reaches(score, target, self.direction):
                 return when
         return math.inf
+
+
+def _reaches(score: float, target: float, direction: Direction) -> bool:
+    return score >= target if direction is Direction.MAXIMIZE else score <= target
+
+
+@dataclass
+class _Incumbent:
+    """The best score over simulated time, as the master's results come; ends the job (raises
+    :class:`_TargetReached`) once it reaches ``target``."""
+
+    clock: SimulatedClock
+    direction: Direction
+    target: float | None
+    best: list[tuple[float, float]] = field(default_factory=list)  # (time, best score)
+    folded: int = 0  # rows of the trial table already counted in ``best``
+
+    def record(self, state: JobState, running: int, last: TrialResult | None) -> None:
+        """The master's ``on_result``: only the rows added since the last call (the whole table
+        each time is quadratic)."""
+        maximize = self.direction is Direction.MAXIMIZE
+        scores = [self.best[-1][1]] if self.best else []
+        top = best_trial([*state.trials[self.folded :], *([last] if last else [])], self.direction)
+        self.folded = len(state.trials)
+        if top is not None and top.score is not None:
+            scores.append(top.score)
+        if scores:
+            self.best.append((self.clock.now, max(scores) if maximize else min(scores)))
+
+    def check(self) -> None:
+        """The master's ``check``: the target reached ends the job."""
+        target, best = self.target, self.best
+        if target is not None and best and _reaches(best[-1][1], target, self.direction):
+            raise _TargetReached
 
 
 def simulate_job(
@@ -185,28 +218,8 @@ def simulate_job(
     if stopper is not None:
         driver = StopperDriver(stopper, None, "simulated", metric=_METRIC)
     dispatcher = SimulatedDispatcher(benchmark, clock, driver=driver, costs=costs)
-    best: list[tuple[float, float]] = []
     direction = Direction(benchmark.direction)
-    maximize = direction is Direction.MAXIMIZE
-    folded = 0  # rows of the trial table already counted in ``best``
-
-    def record(state: JobState, running: int, last: TrialResult | None) -> None:
-        # Only the rows added since the last call: the whole table each time is quadratic.
-        nonlocal folded
-        scores = [best[-1][1]] if best else []
-        top = best_trial([*state.trials[folded:], *([last] if last else [])], direction)
-        folded = len(state.trials)
-        if top is not None and top.score is not None:
-            scores.append(top.score)
-        if scores:
-            best.append((clock.now, max(scores) if maximize else min(scores)))
-
-    def reached() -> None:
-        if target is not None and best:
-            score = best[-1][1]
-            if (score >= target) if maximize else (score <= target):
-                raise _TargetReached
-
+    incumbent = _Incumbent(clock, direction, target)
     state = JobState("simulated")
     master = Master(
         settings=SearchSettings(
@@ -220,9 +233,9 @@ def simulate_job(
         dispatcher=dispatcher,
         store=MemoryStore("simulated"),
         state=state,
-        on_result=record,
+        on_result=incumbent.record,
         driver=driver,
-        check=reached,
+        check=incumbent.check,
         clock=lambda: clock.now,  # a job goal's seconds are simulated ones
     )
     with contextlib.suppress(_TargetReached):
@@ -236,6 +249,6 @@ def simulate_job(
         steps_trained=dispatcher.steps_trained,
         steps_reached=dict(dispatcher.progress),
         curves=dict(state.curves),
-        best_over_time=best,
+        best_over_time=incumbent.best,
         direction=direction,
     )
