@@ -11,12 +11,13 @@ run, with the same N, sleep and P, the script times:
 - optionally (``--baseline``) our batch loop with a fresh interpreter per trial, the cost of
   isolation without warm processes.
 
-A job's own local cluster starts at most four workers per core
-(:data:`ultron.cluster.factory.LOCAL_WORKERS_PER_CORE`): on a machine with fewer than P / 4
-cores (P=16 on 2 cores) ours would run fewer trials at once than Optuna, and that cap, not the
-per-trial path, would set its time. ``--own-cluster`` runs our jobs on a local Dask cluster of
-P single-threaded workers that the benchmark starts (the spec's ``cluster: address``), so
-both run P trials at once; its table says so.
+A sleep uses no CPU, and the jobs say so (``resources: {cpu: 0.1}``): a job's own local
+cluster then starts up to ten workers per core (:func:`ultron.cluster.factory.local_worker_count`;
+four per core for trials of a whole core), so P=16 on 2 cores runs 16 trials at once, as
+Optuna's 16 processes do. ``--own-cluster`` runs our jobs on a local Dask cluster of P
+single-threaded workers that the benchmark starts instead (the spec's ``cluster: address``):
+a cluster that is not the job's own, where no trial queues ahead and no slot is kept; its
+table says so.
 
 It prints each overhead and the ratio of ours to Optuna's for both loops. The whole job adds
 the cluster's start and Prefect's own: the last column.
@@ -24,7 +25,7 @@ the cluster's start and Prefect's own: the last column.
     python -m benchmarks.overhead                                    # small: 2-core machines
     python -m benchmarks.overhead --trials 200 --sleep 0.5 --parallelism 8
     python -m benchmarks.overhead --trials 640 --sleep 1 --parallelism 16
-    python -m benchmarks.overhead --trials 640 --sleep 1 --parallelism 16 --own-cluster  # < 4 cores
+    python -m benchmarks.overhead --trials 640 --sleep 1 --parallelism 16 --own-cluster
 """
 
 from __future__ import annotations
@@ -120,6 +121,7 @@ def _run_job(
         },
         "num_iterations": trials,
         "parallelism": parallelism,
+        "resources": {"cpu": 0.1},  # a sleep: ten fit a core (the local cluster's workers)
         "storage": storage,
     }
     if address is not None:

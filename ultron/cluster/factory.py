@@ -18,6 +18,7 @@ rerunning it from scratch.
 from __future__ import annotations
 
 import logging
+import math
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -107,11 +108,26 @@ def _dashboard_host(address: str | None) -> str | None:
     return None if host in ("", "0.0.0.0", "[::]") else host
 
 
-def local_worker_count(spec: JobSpec) -> int:
+def local_worker_count(spec: JobSpec, *, cores: int | None = None) -> int:
     """Worker processes of the local cluster: ``parallelism``, but no more than the job's
-    ``num_iterations`` trials nor :data:`LOCAL_WORKERS_PER_CORE` per usable core."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return max(1, min(spec.parallelism, spec.num_iterations, LOCAL_WORKERS_PER_CORE * (cores or 1)))
+    ``num_iterations`` trials nor what the usable cores hold: :data:`LOCAL_WORKERS_PER_CORE`
+    per core, or as many trials as fit at their ``resources.cpu`` where that is more (trials
+    that declare 0.1 of a core, ten to a core).
+
+    Example (on a machine of 2 usable cores, ``cores=2``):
+        >>> from ultron.spec.job import JobSpec
+        >>> job = dict(code=".", model="m:M", search_space={"x": [1]}, parallelism=16)
+        >>> local_worker_count(JobSpec(**job, num_iterations=64), cores=2)
+        8
+        >>> local_worker_count(JobSpec(**job, num_iterations=64, resources={"cpu": 0.1}), cores=2)
+        16
+    """
+    if cores is None:
+        usable = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+        cores = len(usable) if usable is not None else (os.cpu_count() or 1)
+    fit = math.floor(cores / spec.resources.cpu + 1e-9)
+    most = max(LOCAL_WORKERS_PER_CORE * cores, fit)
+    return max(1, min(spec.parallelism, spec.num_iterations, most))
 
 
 def _memory_limit(memory: str | None) -> int:

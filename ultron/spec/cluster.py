@@ -63,7 +63,8 @@ class _Dashboard(Strict):
 
 class LocalCluster(_Dashboard):
     """A Dask ``LocalCluster`` on this machine: ``parallelism`` worker processes (the default),
-    at most ``num_iterations`` and four per core (more would only queue)."""
+    at most ``num_iterations`` and four per core (more would only queue), or as many as the
+    cores fit at ``resources.cpu`` each where that is more (``cpu: 0.1``: ten per core)."""
 
     type: Literal["local"] = Field(default="local", description="local: this machine.")
 

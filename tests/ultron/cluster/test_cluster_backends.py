@@ -19,6 +19,7 @@ from ultron.cluster.factory import check_scheduler, start_cluster
 from ultron.errors import SpecError
 from ultron.spec.job import JobSpec
 from ultron.spec.loader import load_spec
+from ultron.spec.sections import Resources
 
 TOY = Path(__file__).parents[2] / "data" / "toy"
 
@@ -174,6 +175,22 @@ def test_local_workers_are_capped_by_the_budget_and_the_cores() -> None:
     few = spec.model_copy(update={"parallelism": 3, "num_iterations": 1000})
     assert cluster_module.local_worker_count(few) == min(3, 4 * cores)
     assert cluster_module.local_worker_count(wide.model_copy(update={"num_iterations": 8})) == 8
+
+
+def test_trials_of_a_fraction_of_a_core_get_as_many_workers_as_the_cores_fit() -> None:
+    wide = _spec({"type": "local"}).model_copy(update={"parallelism": 64, "num_iterations": 1000})
+
+    def at(cpu: float) -> JobSpec:
+        return wide.model_copy(update={"resources": Resources(cpu=cpu)})
+
+    count = cluster_module.local_worker_count
+    assert count(wide, cores=2) == 8  # a core each (the default): four a core
+    assert count(at(0.1), cores=2) == 20  # a tenth of a core each: ten a core
+    assert count(at(1 / 3), cores=2) == 8  # six would fit: four a core is more
+    assert count(at(0.1), cores=8) == 64  # never more than parallelism
+    assert count(at(0.1).model_copy(update={"num_iterations": 12}), cores=2) == 12
+    cores = len(os.sched_getaffinity(0))  # this machine's, when none is given
+    assert count(at(0.1)) == min(64, 10 * cores)
 
 
 def test_the_dashboard_address_is_checked_and_may_open_it() -> None:
